@@ -1,0 +1,47 @@
+"""Helpers for the Keras multi-GPU course (distribution: keras-multigpu-course-helpers).
+
+Modules, by concept:
+    config     the quick/full switch (``MULTIGPU_MODE``)
+    course     repository URL, badges
+    devices    replica devices on 0, 1 or N GPUs (``ensure_devices``)
+    errors     ``expect_error`` for errors shown on purpose
+    data       offline digits / CIFAR-10 loader
+    notebook   ``setup_notebook``, ``scratch_dir``
+    template   the notebook template and its hygiene checks
+    exercises  self-checks and solutions
+
+Submodules are imported lazily so that ``import helpers`` never imports
+TensorFlow or Keras (lesson 08 must pick the JAX backend first).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "setup_notebook": ("notebook", "setup_notebook"),
+    "scratch_dir": ("notebook", "scratch_dir"),
+    "expect_error": ("errors", "expect_error"),
+    "ensure_devices": ("devices", "ensure_devices"),
+    "show_devices": ("devices", "show_devices"),
+    "load_dataset": ("data", "load_dataset"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"{__name__}.{name}":
+            raise AttributeError(f"module 'helpers' has no attribute {name!r}") from None
+        raise
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_LAZY))

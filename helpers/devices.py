@@ -1,0 +1,165 @@
+"""Replica devices that exist everywhere: real GPUs, one GPU split, or split CPUs.
+
+Why: a data-parallel lesson needs at least two devices, but learners arrive
+with 0, 1 or N GPUs.  :func:`ensure_devices` gives the same code path on all of
+them:
+
+* ``>= n`` GPUs           -> the first ``n`` GPUs;
+* ``1 <= GPUs < n``       -> GPU 0 split into ``n`` logical GPUs (memory capped);
+* no GPU                  -> the CPU split into ``n`` logical CPUs.
+
+TensorFlow fixes its device list the first time it touches the devices, so the
+replica count cannot change later in the same process: a second call with a
+different ``n`` raises ``RuntimeError`` telling you to restart the kernel (or to
+use a subprocess, as lessons 02 and 06 do).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+#: Per-logical-GPU memory cap when one GPU is split (MiB); override with this variable.
+GPU_MEMORY_ENV = "MULTIGPU_GPU_MEMORY_MB"
+
+_configured: Optional[tuple[int, tuple[str, ...], str]] = None  # (n, names, kind)
+
+
+def _tf():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    return tf
+
+
+def default_gpu_memory_mb(n: int) -> int:
+    """Memory limit for each of ``n`` logical GPUs carved out of one GPU.
+
+    Reads ``MULTIGPU_GPU_MEMORY_MB`` if set; otherwise keeps the total at
+    12 GiB (fits a 16 GB Colab T4) with at most 4 GiB and at least 512 MiB each.
+    """
+    _check_n(n)
+    env = os.environ.get(GPU_MEMORY_ENV)
+    if env:
+        try:
+            value = int(env)
+        except ValueError:
+            raise ValueError(f"{GPU_MEMORY_ENV}={env!r} is not a whole number of MiB") from None
+        if value < 64:
+            raise ValueError(f"{GPU_MEMORY_ENV} must be at least 64 MiB, got {value}")
+        return value
+    return max(512, min(4096, 12288 // n))
+
+
+def _check_n(n: object) -> None:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ValueError(f"n must be a positive int (number of replicas), got {n!r}")
+    if n < 1:
+        raise ValueError(f"n must be >= 1 (number of replicas), got {n}")
+
+
+def _restart_error(n: int, have: str) -> RuntimeError:
+    return RuntimeError(
+        f"Cannot provide {n} replica devices: TensorFlow already initialised its devices "
+        f"in this process ({have}). The device list is fixed the first time TensorFlow "
+        "touches the devices and cannot change afterwards. Restart the kernel "
+        "(Kernel > Restart) and call ensure_devices() before anything else, or run the "
+        "other configuration in a subprocess."
+    )
+
+
+def ensure_devices(n: int = 2, gpu_memory_mb: Optional[int] = None) -> list[str]:
+    """Return ``n`` device names to use as replicas, creating logical devices if needed.
+
+    Args:
+        n: number of replica devices wanted (int >= 1).
+        gpu_memory_mb: memory limit of each logical GPU when one GPU must be
+            split; default :func:`default_gpu_memory_mb`.
+
+    Returns:
+        Device names such as ``['/device:GPU:0', '/device:GPU:1']`` or
+        ``['/device:CPU:0', '/device:CPU:1']``, ready for
+        ``tf.distribute.MirroredStrategy(devices=...)``.
+
+    Raises:
+        ValueError: ``n`` is not an int >= 1, or ``gpu_memory_mb`` is not positive.
+        RuntimeError: TensorFlow's devices were already initialised with a
+            configuration that cannot provide ``n`` replicas (restart the kernel).
+    """
+    global _configured
+    _check_n(n)
+    if gpu_memory_mb is not None and (
+        isinstance(gpu_memory_mb, bool) or not isinstance(gpu_memory_mb, int) or gpu_memory_mb < 1
+    ):
+        raise ValueError(f"gpu_memory_mb must be a positive int, got {gpu_memory_mb!r}")
+    if _configured is not None:
+        done_n, names, kind = _configured
+        if done_n == n:
+            return list(names)
+        raise _restart_error(n, f"configured for {done_n} replica(s) on {kind}")
+
+    tf = _tf()
+    gpus = tf.config.list_physical_devices("GPU")
+    if len(gpus) >= n:
+        kind = "GPUs"
+    elif gpus:
+        kind = "GPU 0 split into logical GPUs"
+        limit = gpu_memory_mb or default_gpu_memory_mb(n)
+        cfg = [tf.config.LogicalDeviceConfiguration(memory_limit=limit)] * n
+        _split(tf, gpus[0], cfg)
+    else:
+        kind = "CPU split into logical CPUs"
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        if n > 1:
+            _split(tf, cpu, [tf.config.LogicalDeviceConfiguration()] * n)
+    device_type = "GPU" if gpus else "CPU"
+    logical = [d.name for d in tf.config.list_logical_devices(device_type)]
+    if len(logical) < n:
+        raise _restart_error(n, f"only {len(logical)} logical {device_type} device(s) exist")
+    names = tuple(logical[:n])
+    _configured = (n, names, kind)
+    return list(names)
+
+
+def _split(tf, physical, cfg) -> None:
+    """Apply a logical-device split unless TF already has the same split."""
+    try:
+        tf.config.set_logical_device_configuration(physical, cfg)
+    except RuntimeError as err:
+        # Too late: TF already initialised. Accept it if a large enough split exists.
+        existing = tf.config.get_logical_device_configuration(physical) or []
+        if len(existing) < len(cfg):
+            raise _restart_error(
+                len(cfg), f"{physical.name} has {len(existing) or 1} logical device(s): {err}"
+            ) from err
+
+
+def replica_kind() -> Optional[str]:
+    """How the replicas were made by :func:`ensure_devices` (None before it ran)."""
+    return None if _configured is None else _configured[2]
+
+
+def device_table() -> list[dict[str, str]]:
+    """Rows describing physical and logical devices (kind, type, name)."""
+    tf = _tf()
+    rows = []
+    for kind, lister in (("physical", tf.config.list_physical_devices),
+                         ("logical", tf.config.list_logical_devices)):
+        for d in lister():
+            rows.append({"kind": kind, "type": d.device_type, "name": d.name})
+    return rows
+
+
+def show_devices() -> list[dict[str, str]]:
+    """Print physical and logical devices as a small table and return the rows.
+
+    Note: listing logical devices initialises TensorFlow's devices, after which
+    :func:`ensure_devices` can no longer split them; call it after ensure_devices.
+    """
+    rows = device_table()
+    width = max([len(r["name"]) for r in rows] + [4])
+    print(f"{'kind':<9} {'type':<5} {'name':<{width}}")
+    print(f"{'-' * 9} {'-' * 5} {'-' * width}")
+    for r in rows:
+        print(f"{r['kind']:<9} {r['type']:<5} {r['name']:<{width}}")
+    return rows

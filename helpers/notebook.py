@@ -1,0 +1,123 @@
+"""The Setup section every notebook shares: versions, mode, devices, seeds, scratch space.
+
+Why: the second setup cell of each notebook is two lines
+(``import helpers``; ``REPLICAS = helpers.setup_notebook(devices=2)``) instead of
+the same 20 lines copied into nine notebooks.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from . import config
+
+BACKENDS = ("tensorflow", "jax")
+SCRATCH_ENV = "MULTIGPU_SCRATCH"
+
+
+def where_am_i() -> str:
+    """``"colab"``, ``"binder"`` or ``"local"``."""
+    if "google.colab" in sys.modules:
+        return "colab"
+    if os.environ.get("BINDER_LAUNCH_HOST") or os.environ.get("BINDER_REPO_URL"):
+        return "binder"
+    return "local"
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and of the libraries the course uses (only those already importable)."""
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for dist in ("tensorflow", "keras", "jax", "numpy"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def _select_backend(backend: str, n_devices: int) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if "keras" in sys.modules:
+        import keras
+
+        if keras.backend.backend() != backend:
+            raise RuntimeError(
+                f"Keras was already imported with the {keras.backend.backend()!r} backend; the backend "
+                "is fixed at import. Restart the kernel and run the Setup cells first."
+            )
+        return
+    os.environ["KERAS_BACKEND"] = backend
+    if backend == "jax" and "jax" not in sys.modules:
+        flag = f"--xla_force_host_platform_device_count={n_devices}"
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_force_host_platform_device_count" not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+
+
+def jax_devices(n: int) -> list[str]:
+    """``n`` JAX devices (GPUs if present, else forced host CPU devices) as strings."""
+    import jax
+
+    devs = jax.devices()
+    if len(devs) < n:
+        raise RuntimeError(
+            f"JAX sees {len(devs)} device(s), fewer than {n}. XLA_FLAGS must ask for "
+            f"--xla_force_host_platform_device_count={n} before jax is imported: restart the kernel."
+        )
+    return [str(d) for d in devs[:n]]
+
+
+def setup_notebook(devices: int = 2, backend: str = "tensorflow", seed: int = 42) -> list[str]:
+    """Prepare a lesson: backend, replica devices, seeds; print versions and devices.
+
+    Returns the replica device names (see :func:`helpers.devices.ensure_devices`).
+    Safe to call again in the same kernel with the same arguments (Run All twice).
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from .devices import _check_n
+
+    _check_n(devices)
+    _select_backend(backend, devices)
+    if backend == "tensorflow":
+        from .devices import ensure_devices, replica_kind, show_devices
+
+        names = ensure_devices(devices)
+    else:
+        names = jax_devices(devices)
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    info = versions()
+    print(" | ".join(f"{k} {v}" for k, v in info.items()))
+    print(f"Keras backend: {keras.backend.backend()} | mode: {config.mode()} "
+          f"(set {config.ENV_VAR}=full to train for real) | running on: {where_am_i()}")
+    if backend == "tensorflow":
+        show_devices()
+        print(f"replicas: {len(names)} ({replica_kind()}) -> {names}")
+    else:
+        print(f"replicas: {len(names)} JAX devices -> {names}")
+    return names
+
+
+def scratch_dir(name: str) -> Path:
+    """A fresh, empty folder for a lesson's files, outside the repository.
+
+    Lives under ``$MULTIGPU_SCRATCH`` or the system temp dir; emptied on each
+    call so "Run All" twice starts clean.
+    """
+    if not name or not all(c.isalnum() or c in "-_" for c in name):
+        raise ValueError(f"name must be letters, digits, '-' or '_', got {name!r}")
+    root = Path(os.environ.get(SCRATCH_ENV) or Path(tempfile.gettempdir()) / "keras-multigpu-course")
+    path = root / name
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
