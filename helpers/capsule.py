@@ -1,0 +1,366 @@
+"""The time capsule: run the blog's 2017 code on the 2017 stack, or show a recorded run.
+
+Why: the two errors of the blog post only exist on the old stack (Python 3.6,
+TensorFlow 1.3.0, Keras 2.1.3). ``make capsule`` builds that stack once into
+``.capsule/`` at the repository root. Lessons 04 and 05 run small 2017-style
+scripts (``helpers/capsule_scripts/``) in it and show the original tracebacks
+*verbatim*. Where there is no capsule (Colab, Binder, a laptop without Python 3.6)
+they show a transcript recorded from a real capsule run
+(``helpers/transcripts/*.txt``), and say so: every display starts with exactly
+``time capsule: live`` or ``time capsule: recorded transcript``.
+
+The capsule's TensorFlow 1.3.0 wheel is CPU-only, so the scripts fake
+``multi_gpu_model``'s device check (``training_utils._get_available_devices``);
+Keras 2's session uses ``allow_soft_placement=True``, so the ``/gpu:N`` ops run
+on the CPU and the graph is the one a 2-GPU machine would build.
+
+Use::
+
+    run = helpers.capsule.show("bn_multi_gpu")        # prints, asserts the error line
+    python -m helpers.capsule record                    # re-record every transcript (needs the capsule)
+    python -m helpers.capsule show checkpoint_multi_gpu
+    python -m helpers.capsule pickle-wording
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+#: Set to a Python interpreter to use as the capsule (a missing path means "no capsule").
+CAPSULE_ENV = "MULTIGPU_CAPSULE_PYTHON"
+HERE = Path(__file__).resolve().parent
+SCRIPTS_DIR = HERE / "capsule_scripts"
+TRANSCRIPTS_DIR = HERE / "transcripts"
+LIVE = "live"
+RECORDED = "recorded transcript"
+_OUTPUT_MARK = "----- output -----"
+
+
+@dataclass(frozen=True)
+class Script:
+    """A 2017-style script of the capsule and the line its output must contain."""
+
+    name: str
+    expected: str
+    about: str
+
+
+SCRIPTS: dict[str, Script] = {s.name: s for s in (
+    Script("bn_multi_gpu",
+           "ValueError: Variable batch_normalization_1/moving_mean/biased already exists, disallowed. "
+           "Did you mean to set reuse=True in VarScope? Originally defined at:",
+           "error 1: multi_gpu_model on a model with BatchNormalization (TF 1.3 + Keras 2.1.3)"),
+    Script("checkpoint_multi_gpu", "TypeError: can't pickle module objects",
+           "error 2: ModelCheckpoint on the model returned by multi_gpu_model"),
+    Script("parallel_checkpoint", "reloaded the template model: 2 layers",
+           "the blog's ParallelModelCheckpoint saves the template model instead"),
+)}
+
+#: What each interpreter says for ``copy.deepcopy`` of a config holding a module
+#: (recorded with pyenv's 2.7.18, 3.6.15, 3.8.18 and 3.11.7; used when an interpreter is missing).
+PICKLE_WORDING = {
+    "2.7": "TypeError: can't pickle NotImplementedType objects",
+    "3.6": "TypeError: can't pickle module objects",
+    "3.8": "TypeError: cannot pickle 'module' object",
+}
+
+
+@dataclass
+class CapsuleRun:
+    """The output of one capsule script, live or recorded."""
+
+    name: str
+    source: str  # LIVE or RECORDED
+    returncode: int
+    output: str  # stdout and stderr interleaved, machine paths shortened
+    command: str = ""
+    recorded_on: str = ""
+    versions: dict = field(default_factory=dict)
+
+    @property
+    def expected(self) -> str:
+        return SCRIPTS[self.name].expected
+
+    @property
+    def ok(self) -> bool:
+        """True when the output contains the script's expected line."""
+        return self.expected in self.output
+
+    def error_lines(self, max_lines: int = 8) -> list[str]:
+        """The final exception (``SomeError: message`` and the lines after it), or []."""
+        lines = self.output.splitlines()
+        for i in range(len(lines) - 1, -1, -1):
+            if re.match(r"^[A-Za-z_][\w.]*(Error|Exception): ", lines[i]):
+                tail = [ln for ln in lines[i:] if ln.strip()]
+                return tail[:max_lines]
+        return []
+
+    def frames(self, max_frames: int = 12) -> list[str]:
+        """The traceback's frames as ``file:line in function``; runs of 3+ frames in one file collapsed."""
+        start = self.output.rfind("Traceback (most recent call last):")
+        if start < 0:
+            return []
+        block = self.output[start:]
+        err = re.search(r"^[A-Za-z_][\w.]*(Error|Exception): ", block, re.M)
+        block = block[: err.start()] if err else block
+        found = [(_short(p), ln, fn) for p, ln, fn in
+                 re.findall(r'^  File "([^"]+)", line (\d+), in (\S+)', block, re.M)]
+        groups: list[list[tuple]] = []
+        for frame in found:
+            if groups and groups[-1][0][0] == frame[0]:
+                groups[-1].append(frame)
+            else:
+                groups.append([frame])
+        out = []
+        for g in groups:
+            if len(g) >= 3:
+                out.append(f"{g[0][0]}: {len(g)} frames ({g[0][2]} -> ... -> {g[-1][2]})")
+            else:
+                out.extend(f"{p}:{ln} in {fn}" for p, ln, fn in g)
+        if len(out) > max_frames:
+            out = out[:2] + [f"... {len(out) - max_frames} frames left out"] + out[-(max_frames - 2):]
+        return out
+
+    def key_lines(self) -> list[str]:
+        """What a reader needs: the script's own prints, the frames, the error."""
+        own = [ln for ln in self.output.splitlines()
+               if ln and not ln.startswith((" ", "Traceback")) and ln not in self.error_lines(99)
+               and not ln.startswith("capsule versions:")]
+        frames = self.frames()
+        lines = own
+        if frames:
+            lines = lines + ["traceback (most recent call last, shortened):"] + ["  " + f for f in frames]
+        return lines + self.error_lines()
+
+
+def _short(path: str) -> str:
+    for marker in ("site-packages/", "capsule_scripts/", "python3.6/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path
+
+
+def sanitize(text: str) -> str:
+    """Shorten machine-specific paths so live and recorded output look the same."""
+    text = text.replace(str(SCRIPTS_DIR) + "/", "capsule_scripts/")
+    text = re.sub(r'(?:/[^\s"/]+)+/lib/(python\d\.\d+)/', r".../\1/", text)
+    return text
+
+
+def _check_name(name: str) -> Script:
+    if name not in SCRIPTS:
+        raise ValueError(f"unknown capsule script {name!r}; known: {', '.join(sorted(SCRIPTS))}")
+    return SCRIPTS[name]
+
+
+def repo_root() -> Path:
+    """The folder that holds the ``helpers`` package (the repository root in a checkout)."""
+    return HERE.parent
+
+
+def find_capsule() -> Optional[Path]:
+    """The capsule's Python, or None where there is none.
+
+    ``$MULTIGPU_CAPSULE_PYTHON`` (if set and non-empty) is used as is: a path that
+    does not exist means "no capsule" (tests use this to force the transcript).
+    Otherwise ``.capsule/bin/python`` next to the ``helpers`` package, once
+    ``make capsule`` finished (it writes ``.capsule/.installed``).
+    """
+    override = os.environ.get(CAPSULE_ENV, "").strip()
+    if override:
+        path = Path(override).expanduser()
+        return path if path.is_file() and os.access(path, os.X_OK) else None
+    root = repo_root() / ".capsule"
+    python = root / "bin" / "python"
+    if python.exists() and (root / ".installed").exists():
+        return python
+    return None
+
+
+def _parse_versions(output: str) -> dict:
+    m = re.search(r"^capsule versions: (.+)$", output, re.M)
+    if not m:
+        return {}
+    pairs = (part.strip().split(" ", 1) for part in m.group(1).split("|"))
+    return {k: v for k, v in pairs}
+
+
+def run_live(name: str, python: Optional[os.PathLike] = None, timeout: float = 180) -> CapsuleRun:
+    """Run capsule script ``name`` in the capsule interpreter (``FileNotFoundError`` if none).
+
+    The child gets a temporary working directory and ``HOME`` (Keras 2 writes
+    ``~/.keras/keras.json``; your own Keras 3 config stays untouched) and no
+    ``PYTHONPATH``/``KERAS_BACKEND`` from this process.
+    """
+    _check_name(name)
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout}")
+    python = Path(python) if python is not None else find_capsule()
+    if python is None or not python.exists():
+        raise FileNotFoundError("no time capsule found (run `make capsule`, or set "
+                                f"{CAPSULE_ENV} to a Python 3.6 with tensorflow 1.3.0 + keras 2.1.3)")
+    script = SCRIPTS_DIR / f"{name}.py"
+    work = Path(tempfile.mkdtemp(prefix="capsule-"))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTHON", "KERAS", "TF_", "CUDA_", "XLA_", "VIRTUAL_ENV"))}
+    env.update(HOME=str(work), TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
+               PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", KERAS_BACKEND="tensorflow")
+    try:
+        proc = subprocess.run([str(python), str(script)], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    output = sanitize(proc.stdout)
+    return CapsuleRun(name, LIVE, proc.returncode, output, command=f"python capsule_scripts/{name}.py",
+                      versions=_parse_versions(output))
+
+
+def transcript_path(name: str, directory: Optional[os.PathLike] = None) -> Path:
+    _check_name(name)
+    return Path(directory or TRANSCRIPTS_DIR) / f"{name}.txt"
+
+
+def record(run: CapsuleRun, directory: Optional[os.PathLike] = None) -> Path:
+    """Write a live run as ``<directory>/<name>.txt``; refuses runs that are not live or lack the expected line."""
+    if run.source != LIVE:
+        raise ValueError(f"only live runs can be recorded, this one is a {run.source}")
+    if not run.ok:
+        raise ValueError(f"the run of {run.name!r} lacks its expected line {run.expected!r}; not recording")
+    path = transcript_path(run.name, directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stamp = _dt.date.today().isoformat()
+    versions = " | ".join(f"{k} {v}" for k, v in run.versions.items())
+    header = (f"# time capsule transcript: {run.name} ({SCRIPTS[run.name].about})\n"
+              f"# recorded on {stamp} by `python -m helpers.capsule record` from a live run\n"
+              f"# versions: {versions}\n# command: {run.command}\n# exit code: {run.returncode}\n")
+    path.write_text(header + _OUTPUT_MARK + "\n" + run.output)
+    return path
+
+
+def load_transcript(name: str, directory: Optional[os.PathLike] = None) -> CapsuleRun:
+    """Read a recorded transcript (``FileNotFoundError`` if it was never recorded)."""
+    path = transcript_path(name, directory)
+    text = path.read_text()
+    if _OUTPUT_MARK not in text:
+        raise ValueError(f"{path} is not a capsule transcript (no {_OUTPUT_MARK!r} line)")
+    header, output = text.split(_OUTPUT_MARK + "\n", 1)
+    meta = dict(re.findall(r"^# ([a-z ]+): (.*)$", header, re.M))
+    date = re.search(r"recorded on (\S+)", header)
+    return CapsuleRun(name, RECORDED, int(meta.get("exit code", "0")), output,
+                      command=meta.get("command", ""), recorded_on=date.group(1) if date else "",
+                      versions=_parse_versions(output))
+
+
+def run(name: str, timeout: float = 180) -> CapsuleRun:
+    """Live if a capsule exists, otherwise the recorded transcript."""
+    _check_name(name)
+    return run_live(name, timeout=timeout) if find_capsule() else load_transcript(name)
+
+
+def show(name: str, expect: Optional[str] = None, full: bool = False) -> CapsuleRun:
+    """Run (or replay) ``name``, print where it came from, the versions and the key lines.
+
+    Raises ``AssertionError`` when the output lacks ``expect`` (default: the
+    script's expected line), so a lesson fails the day the error stops happening.
+    """
+    script = _check_name(name)
+    result = run(name)
+    print(f"time capsule: {result.source}")
+    if result.source == RECORDED:
+        print(f"  (no capsule here: replaying helpers/transcripts/{name}.txt, recorded on "
+              f"{result.recorded_on or 'an earlier date'}; `make capsule` builds one where Python 3.6 exists)")
+    print("  " + " | ".join(f"{k} {v}" for k, v in result.versions.items()))
+    print(f"  $ {result.command}   (exit code {result.returncode})")
+    for line in (result.output.splitlines() if full else result.key_lines()):
+        print("  " + line)
+    wanted = expect if expect is not None else script.expected
+    if wanted not in result.output:
+        raise AssertionError(f"time capsule ({result.source}): the output of {name!r} lacks {wanted!r}. "
+                             "The 2017 behaviour this lesson shows did not happen.")
+    return result
+
+
+def find_interpreter(version: str) -> Optional[Path]:
+    """A Python ``version`` ('3.6') under pyenv's versions folder or on PATH (pyenv shims skipped), or None."""
+    if not re.fullmatch(r"\d\.\d+", version):
+        raise ValueError(f"version must look like '3.6', got {version!r}")
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    hits = sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", "python")))
+    if hits:
+        return Path(hits[-1])
+    found = shutil.which(f"python{version}")
+    if found and "/shims/" not in found:
+        return Path(found)
+    return None
+
+
+_DEEPCOPY_MODULE = (
+    "import copy, os, sys\n"
+    "try:\n"
+    "    copy.deepcopy({'function': ('code', None, (2, os))})\n"
+    "    print('no error')\n"
+    "except TypeError as e:\n"
+    "    print('TypeError: %s' % e)\n")
+
+
+def pickle_wording(versions: Sequence[str] = ("2.7", "3.6", "3.8")) -> list[dict]:
+    """What ``copy.deepcopy`` of a config holding a module says, per Python version.
+
+    Runs a 5-line pure-Python snippet in each interpreter that exists here
+    (``source="live"``), else uses the recorded :data:`PICKLE_WORDING`
+    (``source="recorded"``). The current interpreter is always added last.
+    """
+    rows = []
+    for v in versions:
+        python = find_interpreter(v)
+        message, source = PICKLE_WORDING.get(v, "?"), "recorded"
+        if python is not None:
+            try:
+                proc = subprocess.run([str(python), "-c", _DEEPCOPY_MODULE], capture_output=True,
+                                      text=True, timeout=30, stdin=subprocess.DEVNULL)
+                if proc.returncode == 0 and proc.stdout.strip():
+                    message, source = proc.stdout.strip(), "live"
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        rows.append({"python": v, "message": message, "source": source})
+    proc = subprocess.run([sys.executable, "-c", _DEEPCOPY_MODULE], capture_output=True, text=True,
+                          timeout=30, stdin=subprocess.DEVNULL)
+    rows.append({"python": f"{sys.version_info.major}.{sys.version_info.minor} (this kernel)",
+                 "message": proc.stdout.strip(), "source": "live"})
+    return rows
+
+
+def main(argv: Sequence[str]) -> int:
+    """CLI: ``record [names]``, ``show name``, ``pickle-wording``."""
+    if argv[:1] == ["record"]:
+        if find_capsule() is None:
+            print("no time capsule here: run `make capsule` first", file=sys.stderr)
+            return 1
+        for name in list(argv[1:]) or sorted(SCRIPTS):
+            print(f"recorded {record(run_live(name))}")
+        return 0
+    if argv[:1] == ["show"] and len(argv) == 2:
+        show(argv[1], full=True)
+        return 0
+    if argv[:1] == ["pickle-wording"]:
+        for row in pickle_wording():
+            print(f"Python {row['python']:<18} {row['message']}   ({row['source']})")
+        return 0
+    print("usage: python -m helpers.capsule record [name ...] | show NAME | pickle-wording\n"
+          f"scripts: {', '.join(sorted(SCRIPTS))}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
