@@ -1,0 +1,236 @@
+"""BatchNormalization and data parallelism: the 2017 variable clash and today's replica drift.
+
+Why (lesson 04): in January 2018, ``multi_gpu_model`` on any model with
+BatchNormalization crashed with ``Variable batch_normalization_1/moving_mean/biased
+already exists, disallowed``. Keras 2.1.3 had switched its moving averages to
+TensorFlow's zero-debiased version, whose TF 1.3 code created a shadow variable
+named ``biased`` with ``get_variable`` - and a second call of the same BN layer
+(the template model called again for each tower) asked for the same name.
+TensorFlow 1.4 made the names unique (``biased_1``, ``biased_2``, ...).
+
+TF 2.21 no longer contains the TF 1.3 code, so :func:`zero_debias_tf13` re-states
+its variable creation (the 4 lines that matter) for a ``tf.compat.v1`` graph; the
+TF >= 1.4 behaviour is shown with TensorFlow's real ``assign_moving_average``.
+
+Today's problem is different: under ``MirroredStrategy`` each replica keeps its
+own copy of the moving statistics, updated from its own slice of the batch, and
+only replica 0's copy is saved. :class:`ReplicaBN` feeds chosen data to each
+replica and reads every copy; :func:`drift_experiment` and :func:`plot_drift`
+show when ``BatchNormalization(synchronized=True)`` matters.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+
+def _tf():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    return tf
+
+
+def _require_graph_mode(tf) -> None:
+    if tf.executing_eagerly():
+        raise RuntimeError("this needs graph mode: call it inside `with tf.Graph().as_default():` "
+                           "(never disable eager execution for the whole notebook)")
+
+
+def make_moving_mean(layer_name: str = "batch_normalization_1", size: int = 4):
+    """A Keras-2-style BN ``moving_mean`` variable and a batch-mean tensor, in the current graph.
+
+    Keras 2 created ``<layer>/moving_mean`` under the layer's name scope; TF 1.3
+    used reference variables (``use_resource=False``), which is why its error
+    message ends with ``Originally defined at:`` and a traceback.
+    Returns ``(moving_mean, batch_mean)``.
+    """
+    tf = _tf()
+    _require_graph_mode(tf)
+    if not layer_name or "/" in layer_name:
+        raise ValueError(f"layer_name must be a plain scope name, got {layer_name!r}")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive int, got {size!r}")
+    v1 = tf.compat.v1
+    with tf.name_scope(layer_name):
+        moving_mean = v1.Variable(tf.zeros([size]), name="moving_mean", trainable=False,
+                                  use_resource=False)
+    x = v1.placeholder(tf.float32, [None, size], name="x")
+    return moving_mean, tf.reduce_mean(x, axis=0)
+
+
+def zero_debias_tf13(unbiased_var, value, decay: float):
+    """Re-statement of the variable creation in TF 1.3's ``moving_averages._zero_debias``.
+
+    Like TF 1.3, it opens a *variable* scope named after the variable and calls
+    ``get_variable("biased")`` and ``get_variable("local_step")`` - without making the
+    names unique. Called a second time for the same variable it therefore raises
+    ``ValueError: Variable .../moving_mean/biased already exists, disallowed``.
+    (``tf.name_scope("replica_0")`` around the call does not help: a name scope is
+    not a variable scope.) TF 1.4 added ``_maybe_get_unique``; TF 2.21 still has it.
+    Returns ``(biased, local_step)``.
+    """
+    tf = _tf()
+    _require_graph_mode(tf)
+    if not 0.0 <= float(decay) <= 1.0:
+        raise ValueError(f"decay must be in [0, 1], got {decay!r}")
+    v1 = tf.compat.v1
+    with v1.variable_scope(unbiased_var.op.name, values=[unbiased_var, value], use_resource=False):
+        biased = v1.get_variable("biased", shape=unbiased_var.shape, initializer=v1.zeros_initializer(),
+                                 trainable=False)
+        local_step = v1.get_variable("local_step", shape=[], initializer=v1.zeros_initializer(),
+                                     trainable=False)
+    return biased, local_step
+
+
+def assign_moving_average_tf14(variable, value, decay: float):
+    """TensorFlow's real ``assign_moving_average(..., zero_debias=True)`` (TF >= 1.4 naming).
+
+    Each call adds uniquely named shadow variables: ``biased``, ``biased_1``, ...
+    """
+    tf = _tf()
+    _require_graph_mode(tf)
+    from tensorflow.python.training import moving_averages
+
+    return moving_averages.assign_moving_average(variable, value, decay, zero_debias=True)
+
+
+def shadow_variables(graph) -> list[str]:
+    """Names of the zero-debias shadow variables (``biased*``, ``local_step*``) in ``graph``."""
+    tf = _tf()
+    with graph.as_default():
+        names = [v.op.name for v in tf.compat.v1.global_variables()]
+    return sorted(n for n in names if n.rsplit("/", 1)[-1].startswith(("biased", "local_step")))
+
+
+class ReplicaBN:
+    """One ``BatchNormalization`` layer under a strategy, fed chosen data per replica.
+
+    ``step([a, b])`` runs one training-mode call in which replica 0 sees ``a`` and
+    replica 1 sees ``b``; :meth:`per_replica` reads every replica's copy of the
+    moving statistics, :meth:`saved` what ``save_weights`` writes.
+    """
+
+    def __init__(self, strategy, synchronized: bool, momentum: float = 0.99, features: int = 1):
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
+        if isinstance(features, bool) or not isinstance(features, int) or features < 1:
+            raise ValueError(f"features must be a positive int, got {features!r}")
+        tf = _tf()
+        import keras
+
+        self.strategy, self.synchronized, self.features = strategy, bool(synchronized), features
+        self.replicas = strategy.num_replicas_in_sync
+        with strategy.scope():
+            self.layer = keras.layers.BatchNormalization(momentum=momentum, synchronized=synchronized)
+            self.model = keras.Sequential([keras.Input((features,)), self.layer])
+        layer, run = self.layer, strategy.run
+
+        @tf.function(reduce_retracing=True)
+        def _step(dist_x):
+            return run(lambda x: layer(x, training=True), args=(dist_x,))
+
+        self._step = _step
+
+    def step(self, per_replica: Sequence[np.ndarray]) -> None:
+        """One training-mode forward pass; ``per_replica[i]`` is replica i's batch, shape (b, features)."""
+        if len(per_replica) != self.replicas:
+            raise ValueError(f"need one batch per replica ({self.replicas}), got {len(per_replica)}")
+        tf = _tf()
+        data = [tf.constant(np.asarray(b, dtype="float32").reshape(-1, self.features)) for b in per_replica]
+        if any(int(d.shape[0]) < 1 for d in data):
+            raise ValueError("every replica needs at least one row")
+        dist = self.strategy.experimental_distribute_values_from_function(
+            lambda ctx: data[ctx.replica_id_in_sync_group])
+        self._step(dist)
+
+    def reset(self) -> None:
+        """Moving mean 0, moving variance 1 on every replica (as after building)."""
+        self.layer.moving_mean.assign(np.zeros(self.features, "float32"))
+        self.layer.moving_variance.assign(np.ones(self.features, "float32"))
+
+    def per_replica(self) -> dict[str, np.ndarray]:
+        """``moving_mean`` and ``moving_variance``: arrays of shape (replicas, features)."""
+        out = {}
+        for name in ("moving_mean", "moving_variance"):
+            var = getattr(self.layer, name).value
+            out[name] = np.stack([np.asarray(v) for v in self.strategy.experimental_local_results(var)])
+        return out
+
+    def saved(self, directory: os.PathLike) -> dict[str, np.ndarray]:
+        """Save the weights to ``directory/bn.weights.h5``, load them into a fresh model, return its statistics."""
+        import keras
+
+        path = Path(directory) / "bn.weights.h5"
+        self.model.save_weights(path)
+        fresh = keras.Sequential([keras.Input((self.features,)), keras.layers.BatchNormalization()])
+        fresh.load_weights(path)
+        bn = fresh.layers[0]
+        return {"moving_mean": np.asarray(bn.moving_mean), "moving_variance": np.asarray(bn.moving_variance)}
+
+
+def drift_experiment(strategy, batch_sizes: Sequence[int] = (2, 4, 8, 16, 32, 64, 128), steps: int = 60,
+                     momentum: float = 0.9, warmup: int = 20, seed: int = 0) -> list[dict]:
+    """Train-mode BN on N(0, 1) data for each per-replica batch size, with and without sync.
+
+    For every ``synchronized`` in (False, True) and batch size ``b``: reset the
+    statistics, run ``steps`` steps in which every replica gets its own ``b``
+    fresh samples, and average over the steps after ``warmup``: the gap between
+    the replicas' moving means (``mean_gap``, max - min) and the moving variance
+    that ``save()`` would keep (``saved_var``, replica 0; the true variance is 1).
+    Returns one dict per (synchronized, b), plus the last step's ``replica_means``.
+    """
+    if not batch_sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in batch_sizes):
+        raise ValueError(f"batch_sizes must be ints >= 2, got {batch_sizes!r}")
+    if not 0 <= warmup < steps:
+        raise ValueError(f"need 0 <= warmup < steps, got warmup={warmup}, steps={steps}")
+    rows = []
+    for sync in (False, True):
+        rbn = ReplicaBN(strategy, synchronized=sync, momentum=momentum)
+        rng = np.random.default_rng(seed)
+        for b in batch_sizes:
+            rbn.reset()
+            gaps, variances = [], []
+            for step in range(steps):
+                rbn.step([rng.standard_normal((b, 1)) for _ in range(rbn.replicas)])
+                if step >= warmup:
+                    stats = rbn.per_replica()
+                    mm = stats["moving_mean"][:, 0]
+                    gaps.append(float(mm.max() - mm.min()))
+                    variances.append(float(stats["moving_variance"][0, 0]))
+            rows.append({"synchronized": sync, "batch_size": b, "mean_gap": float(np.mean(gaps)),
+                         "saved_var": float(np.mean(variances)),
+                         "replica_means": [float(v) for v in mm]})
+        print(f"synchronized={sync}: {len(batch_sizes)} batch sizes x {steps} steps measured")
+    return rows
+
+
+def plot_drift(rows: Sequence[dict]):
+    """Two panels from :func:`drift_experiment`: replica disagreement, and the saved variance vs the truth."""
+    if not rows:
+        raise ValueError("rows is empty: run drift_experiment first")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for sync, style in ((False, "o-"), (True, "s--")):
+        sel = sorted((r for r in rows if r["synchronized"] == sync), key=lambda r: r["batch_size"])
+        if not sel:
+            continue
+        label = f"synchronized={sync}"
+        bs = [r["batch_size"] for r in sel]
+        left.plot(bs, [max(r["mean_gap"], 1e-6) for r in sel], style, label=label)
+        right.plot(bs, [r["saved_var"] for r in sel], style, label=label)
+    left.set(xscale="log", yscale="log", xlabel="batch size per replica",
+             ylabel="max - min of replicas' moving_mean", title="Replicas disagree (1e-6 = equal)")
+    right.axhline(1.0, color="gray", lw=1, label="true variance")
+    right.set(xscale="log", xlabel="batch size per replica", ylabel="saved moving_variance",
+              title="What save() keeps (replica 0)")
+    for ax in (left, right):
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
