@@ -10,6 +10,8 @@ STAMP  := $(VENV)/.installed
 MULTIGPU_MODE ?= quick
 export MULTIGPU_MODE
 LAB_ARGS ?=
+# JupyterLab refuses to run as root (containers, CI) unless told to.
+LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 PYTEST_ARGS ?=
 NB_CELL_TIMEOUT ?= 600
 
@@ -36,7 +38,8 @@ $(STAMP): requirements.txt pyproject.toml
 install: $(STAMP)
 
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/00_start_here.ipynb $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
+	  --ServerApp.default_url=/lab/tree/notebooks/00_start_here.ipynb $(LAB_ROOT) $(LAB_ARGS)
 
 # The time capsule: the original 2017 stack, built once and cached in .capsule/ (see helpers/capsule.py).
 CAPSULE := .capsule
@@ -84,3 +87,9 @@ bench: $(STAMP)
 # Run every notebook twice in one kernel from a temporary working directory (slow; not part of `make test`).
 rerun-check: $(STAMP)
 	$(TEST_ENV) $(PY) tests/run_twice.py $(NOTEBOOKS)
+
+# Executed copies with outputs and figures, for reading without running (ignored folder _build/html).
+html: $(STAMP)
+	$(TEST_ENV) $(VENV)/bin/jupyter nbconvert --to html --execute --ExecutePreprocessor.timeout=$(NB_CELL_TIMEOUT) \
+	  --ExecutePreprocessor.kernel_name=python3 --output-dir _build/html notebooks/*.ipynb
+	@echo "open _build/html/00_start_here.html"

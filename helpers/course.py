@@ -46,3 +46,32 @@ def badges_markdown(notebook_path: str) -> str:
         f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(notebook_path)}) "
         f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder_url(notebook_path)})"
     )
+
+
+#: The course map: (notebook file, title, one line). README and 00_start_here show it; a test keeps all three in sync.
+LESSONS = [
+    ("00_start_here.ipynb", "Start here",
+     "course map, how to launch, environment and device check"),
+    ("01_data_vs_device_parallelism.ipynb", "Data vs device parallelism",
+     "replicas and all-reduce vs splitting one model across devices, runnable on any machine"),
+    ("02_picking_gpus.ipynb", "Picking GPUs",
+     "nvidia-smi, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER and TensorFlow's own device controls"),
+    ("03_from_multi_gpu_model_to_mirrored_strategy.ipynb", "From multi_gpu_model to MirroredStrategy",
+     "the 2017 API re-implemented, then strategy.scope() and its three classic mistakes"),
+    ("04_batchnorm_variable_error.ipynb", "The BatchNorm variable error",
+     "'moving_mean/biased already exists': reproduced, explained, fixed; SyncBatchNorm today"),
+    ("05_pickling_checkpoint_error.ipynb", "The pickling / checkpoint error",
+     "'can't pickle module objects' and ParallelModelCheckpoint; checkpointing under a strategy today"),
+    ("06_scaling_and_performance.ipynb", "Does it get faster?",
+     "a scaling benchmark, batch and learning-rate scaling, mixed precision, input pipelines"),
+    ("07_multi_worker_and_fault_tolerance.ipynb", "Beyond one machine",
+     "MultiWorkerMirroredStrategy with two workers, a killed run that resumes"),
+    ("08_keras3_distribution_api.ipynb", "Keras 3's distribution API",
+     "DataParallel and ModelParallel with DeviceMesh and LayoutMap on the JAX backend"),
+]
+
+
+def print_course_map() -> None:
+    """Print the lessons in order, one line each."""
+    for name, title, line in LESSONS:
+        print(f"{name[:2]}  {title:<42} {line}")

@@ -75,18 +75,26 @@ def keras_cache_dirs() -> list[Path]:
     return dirs
 
 
+def _load_cifar_batch(path: Path) -> tuple:
+    """One pickled CIFAR-10 batch file -> (uint8 images (N, 3, 32, 32), labels)."""
+    import pickle
+
+    with open(path, "rb") as f:
+        batch = pickle.load(f, encoding="bytes")
+    batch = {k.decode() if isinstance(k, bytes) else k: v for k, v in batch.items()}
+    return np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32), np.asarray(batch["labels"])
+
+
 def _cifar_from_cache() -> Optional[tuple]:
     """Read CIFAR-10 from an extracted Keras cache, or None if there is none."""
-    from keras.datasets.cifar import load_batch
-
     for base in keras_cache_dirs():
         folder = base.joinpath(*_CIFAR_DIR)
         batches = sorted(folder.glob("data_batch_*"))
         if batches and (folder / "test_batch").exists():
-            parts = [load_batch(str(p)) for p in batches]
+            parts = [_load_cifar_batch(p) for p in batches]
             x_train = np.concatenate([p[0] for p in parts])
             y_train = np.concatenate([np.asarray(p[1]) for p in parts])
-            x_test, y_test = load_batch(str(folder / "test_batch"))
+            x_test, y_test = _load_cifar_batch(folder / "test_batch")
             return (x_train, y_train), (x_test, np.asarray(y_test)), f"Keras cache {folder}"
     return None
 

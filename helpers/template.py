@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import uuid
 from pathlib import Path
 from typing import Optional
 
@@ -42,12 +43,12 @@ def setup_source(devices: int = 2, backend: Optional[str] = None) -> str:
 
 
 def _md(text: str) -> dict:
-    return {"cell_type": "markdown", "metadata": {}, "source": text}
+    return {"cell_type": "markdown", "id": uuid.uuid4().hex[:8], "metadata": {}, "source": text}
 
 
 def _code(text: str) -> dict:
-    return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-            "source": text}
+    return {"cell_type": "code", "execution_count": None, "id": uuid.uuid4().hex[:8], "metadata": {},
+            "outputs": [], "source": text}
 
 
 def header_markdown(path: str, title: str, learn: str) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -45,8 +46,7 @@ REGISTRY: dict[str, Exercise] = {}
 def register(key: str, *, title: str, checker: Checker, solution: Callable[[], Any],
              hint: str = "") -> Exercise:
     """Register an exercise under ``key`` (``"NN.M"``: lesson number, exercise number)."""
-    parts = key.split(".")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+    if not re.fullmatch(r"\d\d\.\d+", key):
         raise ValueError(f"exercise key must look like '01.2', got {key!r}")
     if not callable(checker) or not callable(solution):
         raise ValueError("checker and solution must be callables")

@@ -1,0 +1,45 @@
+"""Exercises of 00_start_here."""
+
+from __future__ import annotations
+
+from . import register
+
+
+def _check_mode(answer):
+    if not isinstance(answer, str):
+        return False, f"give the value as a string, e.g. 'quick'; you gave a {type(answer).__name__}"
+    if answer.strip().lower() == "full":
+        return True, "MULTIGPU_MODE=full makes every lesson train for real (set it before starting Jupyter)."
+    if answer.strip().lower() == "quick":
+        return False, "'quick' is the default that keeps each notebook under a minute; the other value trains for real."
+    return False, f"{answer!r} is not a mode: helpers.config.mode() would raise ValueError for it."
+
+
+def _solve_mode():
+    from helpers import config
+
+    return [m for m in config.MODES if m != "quick"][0]
+
+
+def _check_replicas(answer):
+    if isinstance(answer, bool) or not isinstance(answer, int):
+        return False, f"expected a whole number, got {answer!r}"
+    if answer == 2:
+        return True, "2 replicas: MirroredStrategy over the two devices that ensure_devices(2) returned."
+    if answer == 1:
+        return False, "1 would be a strategy over a single device - did you pass devices=REPLICAS?"
+    return False, f"{answer} replicas: the strategy should use exactly the devices in REPLICAS."
+
+
+def _solve_replicas():
+    import tensorflow as tf
+
+    from helpers.devices import ensure_devices
+
+    return tf.distribute.MirroredStrategy(devices=ensure_devices(2)).num_replicas_in_sync
+
+
+register("00.1", title="the full-mode switch", checker=_check_mode, solution=_solve_mode,
+         hint="look at helpers.config.MODES")
+register("00.2", title="count the replicas", checker=_check_replicas, solution=_solve_replicas,
+         hint="tf.distribute.MirroredStrategy(devices=REPLICAS).num_replicas_in_sync")

@@ -1,0 +1,150 @@
+"""helpers.devices: replica devices on 0 / 1 / N GPUs, and the restart rule."""
+
+import types
+
+import pytest
+
+from helpers import devices
+from helpers.subproc import run_python
+
+
+# ---- in the pytest process (2 logical CPUs configured by conftest) -------------------------
+
+def test_same_n_returns_same_list(replicas):
+    assert len(replicas) == 2 and len(set(replicas)) == 2
+    assert devices.ensure_devices(2) == replicas
+
+
+def test_different_n_after_init_raises_restart(replicas):
+    with pytest.raises(RuntimeError, match="Restart the kernel"):
+        devices.ensure_devices(3)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, "2", True, None])
+def test_bad_n(bad):
+    with pytest.raises(ValueError, match="n must be"):
+        devices.ensure_devices(bad)
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1.5, True])
+def test_bad_gpu_memory(bad):
+    with pytest.raises(ValueError, match="gpu_memory_mb"):
+        devices.ensure_devices(2, gpu_memory_mb=bad)
+
+
+def test_show_devices_prints_table(replicas, capsys):
+    rows = devices.show_devices()
+    out = capsys.readouterr().out
+    assert "physical" in out and "logical" in out
+    assert {r["name"] for r in rows if r["kind"] == "logical"} >= set(replicas)
+    assert devices.replica_kind() is not None
+
+
+def test_default_gpu_memory(monkeypatch):
+    monkeypatch.delenv(devices.GPU_MEMORY_ENV, raising=False)
+    assert devices.default_gpu_memory_mb(2) == 4096
+    assert devices.default_gpu_memory_mb(8) == 1536
+    assert devices.default_gpu_memory_mb(64) == 512
+    monkeypatch.setenv(devices.GPU_MEMORY_ENV, "1000")
+    assert devices.default_gpu_memory_mb(2) == 1000
+    monkeypatch.setenv(devices.GPU_MEMORY_ENV, "lots")
+    with pytest.raises(ValueError, match="whole number"):
+        devices.default_gpu_memory_mb(2)
+    monkeypatch.setenv(devices.GPU_MEMORY_ENV, "10")
+    with pytest.raises(ValueError, match="at least 64"):
+        devices.default_gpu_memory_mb(2)
+
+
+# ---- the GPU branches, against a fake TensorFlow (no GPU on CI) ------------------------------
+
+class FakeTF:
+    """Just enough of tf.config to drive ensure_devices' three branches."""
+
+    def __init__(self, n_gpus, initialised=False):
+        self.n_gpus, self.initialised, self.splits = n_gpus, initialised, {}
+        self.config = types.SimpleNamespace(
+            list_physical_devices=self._physical, list_logical_devices=self._logical,
+            set_logical_device_configuration=self._set, get_logical_device_configuration=lambda p: self.splits.get(p.name),
+            LogicalDeviceConfiguration=lambda memory_limit=None: ("cfg", memory_limit))
+
+    def _physical(self, kind=None):
+        devs = [types.SimpleNamespace(name="/physical_device:CPU:0", device_type="CPU")]
+        devs += [types.SimpleNamespace(name=f"/physical_device:GPU:{i}", device_type="GPU")
+                 for i in range(self.n_gpus)]
+        return [d for d in devs if kind in (None, d.device_type)]
+
+    def _set(self, physical, cfg):
+        if self.initialised:
+            raise RuntimeError("Virtual devices cannot be modified after being initialized")
+        self.splits[physical.name] = cfg
+
+    def _logical(self, kind=None):
+        self.initialised = True
+        out = []
+        for p in self._physical(kind):
+            t = p.device_type
+            for _ in self.splits.get(p.name, [None]):
+                out.append(types.SimpleNamespace(name=f"/device:{t}:{sum(o.device_type == t for o in out)}",
+                                                 device_type=t))
+        return out
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def make(n_gpus, initialised=False):
+        tf = FakeTF(n_gpus, initialised)
+        monkeypatch.setattr(devices, "_tf", lambda: tf)
+        monkeypatch.setattr(devices, "_configured", None)
+        return tf
+    return make
+
+
+def test_enough_gpus_uses_first_n(fake):
+    tf = fake(4)
+    assert devices.ensure_devices(2) == ["/device:GPU:0", "/device:GPU:1"]
+    assert tf.splits == {} and devices.replica_kind() == "GPUs"
+
+
+def test_one_gpu_is_split_with_memory_limit(fake):
+    tf = fake(1)
+    assert devices.ensure_devices(2, gpu_memory_mb=1234) == ["/device:GPU:0", "/device:GPU:1"]
+    assert tf.splits["/physical_device:GPU:0"] == [("cfg", 1234)] * 2
+    assert "split" in devices.replica_kind()
+
+
+def test_no_gpu_splits_cpu(fake):
+    tf = fake(0)
+    assert devices.ensure_devices(3) == ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]
+    assert len(tf.splits["/physical_device:CPU:0"]) == 3
+
+
+def test_too_late_to_split_raises_restart(fake):
+    fake(1, initialised=True)
+    with pytest.raises(RuntimeError, match="Restart the kernel"):
+        devices.ensure_devices(2)
+
+
+# ---- real TensorFlow in fresh processes -----------------------------------------------------
+
+def test_real_split_into_three_and_one():
+    r = run_python("""
+        from helpers.devices import ensure_devices
+        print(ensure_devices(3)); print(ensure_devices(3))
+    """, echo=False)
+    assert r.ok, r.stderr[-2000:]
+    want = "['/device:CPU:0', '/device:CPU:1', '/device:CPU:2']"
+    assert r.stdout.splitlines() == [want, want]
+
+
+def test_real_too_late_after_tf_touched_devices():
+    r = run_python("""
+        import tensorflow as tf
+        tf.constant(1.0) + 1          # initialises the devices
+        from helpers.devices import ensure_devices
+        try:
+            ensure_devices(2)
+        except RuntimeError as e:
+            print("RuntimeError", "Restart the kernel" in str(e), "cannot be modified" in str(e))
+    """, echo=False)
+    assert r.ok, r.stderr[-2000:]
+    assert r.stdout.strip() == "RuntimeError True True"

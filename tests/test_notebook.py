@@ -1,0 +1,70 @@
+"""helpers.notebook: setup_notebook, scratch_dir, environment detection."""
+
+import sys
+
+import pytest
+
+from helpers import notebook
+from helpers.subproc import run_python
+
+
+def test_setup_notebook_twice_same_devices(replicas, capsys):
+    assert notebook.setup_notebook(devices=2) == replicas
+    assert notebook.setup_notebook(devices=2) == replicas
+    out = capsys.readouterr().out
+    assert "tensorflow" in out and "mode: quick" in out and "replicas: 2" in out
+
+
+def test_setup_notebook_bad_args():
+    with pytest.raises(ValueError):
+        notebook.setup_notebook(devices=0)
+    with pytest.raises(ValueError, match="backend"):
+        notebook.setup_notebook(devices=2, backend="torch")
+
+
+def test_backend_already_fixed(replicas):
+    with pytest.raises(RuntimeError, match="Restart the kernel"):
+        notebook.setup_notebook(devices=2, backend="jax")
+
+
+def test_jax_backend_in_fresh_process():
+    r = run_python("""
+        import helpers
+        names = helpers.setup_notebook(devices=4, backend="jax")
+        import keras
+        print("RESULT", keras.backend.backend(), len(names))
+    """, echo=False, timeout=180)
+    assert r.ok, r.stderr[-2000:]
+    assert "RESULT jax 4" in r.stdout
+
+
+def test_scratch_dir_is_fresh_and_outside_repo(tmp_path, monkeypatch):
+    monkeypatch.setenv(notebook.SCRATCH_ENV, str(tmp_path))
+    p = notebook.scratch_dir("lesson99")
+    (p / "f.txt").write_text("x")
+    assert notebook.scratch_dir("lesson99") == p and not any(p.iterdir())
+    with pytest.raises(ValueError):
+        notebook.scratch_dir("../escape")
+    with pytest.raises(ValueError):
+        notebook.scratch_dir("")
+
+
+def test_where_am_i(monkeypatch):
+    monkeypatch.delenv("BINDER_LAUNCH_HOST", raising=False)
+    monkeypatch.delenv("BINDER_REPO_URL", raising=False)
+    assert notebook.where_am_i() == "local"
+    monkeypatch.setenv("BINDER_LAUNCH_HOST", "https://mybinder.org/")
+    assert notebook.where_am_i() == "binder"
+    monkeypatch.setitem(sys.modules, "google.colab", object())
+    assert notebook.where_am_i() == "colab"
+
+
+def test_versions():
+    v = notebook.versions()
+    assert v["tensorflow"].startswith("2.") and v["keras"].startswith("3.")
+
+
+def test_import_helpers_does_not_import_tensorflow():
+    r = run_python("import sys, helpers; helpers.config; print('tensorflow' in sys.modules, 'keras' in sys.modules)",
+                   echo=False)
+    assert r.stdout.strip() == "False False"

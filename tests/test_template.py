@@ -1,0 +1,65 @@
+"""helpers.template: the skeleton passes its own checks; each rule catches its violation."""
+
+import copy
+import json
+
+import pytest
+
+from helpers import template
+
+PATH = "notebooks/07_some_topic.ipynb"
+
+
+@pytest.fixture
+def nb():
+    return template.new_notebook(PATH, "Some topic", learn="Things.")
+
+
+def test_new_notebook_is_clean(nb):
+    assert template.problems(nb, PATH) == []
+
+
+@pytest.mark.parametrize("bad", ["notebooks/7_x.ipynb", "notebooks/07-x.ipynb", "notebooks/07_X.ipynb"])
+def test_bad_names(bad):
+    with pytest.raises(ValueError, match="NN_snake_case"):
+        template.check_name(bad)
+
+
+def _broken(nb, edit):
+    nb = copy.deepcopy(nb)
+    edit(nb)
+    return template.problems(nb, PATH)
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda nb: nb["cells"][2].update(outputs=[{"output_type": "stream", "name": "stdout", "text": "x"}]),
+     "stored outputs"),
+    (lambda nb: nb["metadata"]["kernelspec"].update(name="py311"), "kernelspec"),
+    (lambda nb: nb["cells"][2].update(source="print(1)"), "bootstrap"),
+    (lambda nb: nb["cells"][3].update(source="import helpers"), "setup"),
+    (lambda nb: nb["cells"][0].update(source=nb["cells"][0]["source"].replace("07_some", "08_some")), "badges"),
+    (lambda nb: nb["cells"].pop(4), "Summary"),
+    (lambda nb: nb["cells"].pop(5), "Exercise"),
+    (lambda nb: nb["cells"][1].update(source="## Set up"), "Setup"),
+])
+def test_each_rule_catches(nb, edit, words):
+    assert any(words in p for p in _broken(nb, edit))
+
+
+def test_sync_repairs_badges_and_bootstrap(nb):
+    nb["cells"][0]["source"] = nb["cells"][0]["source"].replace("07_some", "08_some")
+    nb["cells"][2]["source"] = "old bootstrap"
+    assert template.sync(nb, PATH) is True
+    assert template.problems(nb, PATH) == []
+    assert template.sync(nb, PATH) is False
+
+
+def test_cli_new_refuses_overwrite(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(template, "_root", lambda: tmp_path)
+    (tmp_path / "notebooks").mkdir()
+    assert template.main(["new", "notebooks/09_new_one.ipynb", "New one"]) == 0
+    nb = json.loads((tmp_path / "notebooks/09_new_one.ipynb").read_text())
+    assert nb["cells"][0]["source"].startswith("# New one")
+    assert template.main(["new", "notebooks/09_new_one.ipynb", "New one"]) == 1
+    assert template.main(["check"]) == 0
+    assert template.main(["bogus"]) == 2
