@@ -1,0 +1,390 @@
+"""Picking GPUs: read ``nvidia-smi``, check ``CUDA_VISIBLE_DEVICES``, ask CUDA what a process sees.
+
+Why: the 2017 seed post says "run nvidia-smi, then ``os.environ["CUDA_VISIBLE_DEVICES"] = "3,5"``".
+Three things go wrong with that in practice, and lesson 02 shows each one:
+
+* the value is a comma-separated list that CUDA parses very leniently (a typo
+  silently hides GPUs) - :func:`parse_cuda_visible_devices` is strict instead;
+* the visible GPUs are *renumbered*: physical GPU 3 becomes TensorFlow's
+  ``/GPU:0`` - :func:`tensorflow_names` / :func:`resolve_visible` spell it out;
+* CUDA's default numbering (``CUDA_DEVICE_ORDER=FASTEST_FIRST``) need not match
+  ``nvidia-smi``'s (PCI bus order) - :func:`probe_cuda` asks the CUDA driver
+  itself, in a fresh process with its own environment, in a few milliseconds
+  and without TensorFlow.
+
+Where ``nvidia-smi`` is missing (laptops, CI, Binder), :data:`SAMPLE_NVIDIA_SMI_CSV`
+is a clearly labelled SAMPLE output to practise reading it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence, Union
+
+#: The query lesson 02 uses (``nvidia-smi`` + these arguments).
+NVIDIA_SMI_QUERY = ["--query-gpu=index,uuid,pci.bus_id,name,memory.used,memory.total", "--format=csv"]
+
+#: SAMPLE output of ``nvidia-smi --query-gpu=index,uuid,pci.bus_id,name,memory.used,memory.total
+#: --format=csv`` on an imaginary 8-GPU server (not this machine). GPUs 0, 1, 4 and 6 are busy.
+SAMPLE_NVIDIA_SMI_CSV = """\
+index, uuid, pci.bus_id, name, memory.used [MiB], memory.total [MiB]
+0, GPU-5a3f1c2e-8d4b-4f6a-9e21-0c7b3d5e6f01, 00000000:1A:00.0, Tesla V100-SXM2-16GB, 15211 MiB, 16160 MiB
+1, GPU-6b4e2d3f-9e5c-4a7b-8f32-1d8c4e6f7a12, 00000000:1B:00.0, Tesla V100-SXM2-16GB, 9830 MiB, 16160 MiB
+2, GPU-7c5f3e4a-af6d-4b8c-9a43-2e9d5f7a8b23, 00000000:3D:00.0, Tesla V100-SXM2-16GB, 0 MiB, 16160 MiB
+3, GPU-8d6a4f5b-b07e-4c9d-8b54-3fae6a8b9c34, 00000000:3E:00.0, Tesla V100-SXM2-16GB, 2 MiB, 16160 MiB
+4, GPU-9e7b5a6c-c18f-4dae-9c65-4abf7b9cad45, 00000000:88:00.0, Tesla V100-SXM2-16GB, 12288 MiB, 16160 MiB
+5, GPU-af8c6b7d-d29a-4ebf-8d76-5bc08cadbe56, 00000000:89:00.0, Tesla V100-SXM2-16GB, 0 MiB, 16160 MiB
+6, GPU-b09d7c8e-e3ab-4fc0-9e87-6cd19dbecf67, 00000000:B1:00.0, Tesla V100-SXM2-16GB, 16001 MiB, 16160 MiB
+7, GPU-c1ae8d9f-f4bc-40d1-8f98-7de2aecfd078, 00000000:B2:00.0, Tesla V100-SXM2-16GB, 4 MiB, 16160 MiB
+"""
+
+#: SAMPLE output for an imaginary workstation with two *different* GPUs (not this machine):
+#: nvidia-smi numbers them by PCI bus, CUDA's default FASTEST_FIRST order may put the RTX 3090 first.
+SAMPLE_MIXED_NVIDIA_SMI_CSV = """\
+index, uuid, pci.bus_id, name, memory.used [MiB], memory.total [MiB]
+0, GPU-1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9, 00000000:01:00.0, NVIDIA GeForce GTX 1080 Ti, 312 MiB, 11264 MiB
+1, GPU-2a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d, 00000000:02:00.0, NVIDIA GeForce RTX 3090, 1 MiB, 24576 MiB
+"""
+
+_UUID_RE = re.compile(r"^(GPU|MIG)-[0-9a-fA-F][0-9a-fA-F-]*$")
+_FIELDS = {"index": "index", "uuid": "uuid", "pci.bus_id": "pci_bus_id", "name": "name",
+           "memory.used": "memory_used_mib", "memory.total": "memory_total_mib"}
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One row of ``nvidia-smi --query-gpu=... --format=csv`` (missing columns are None)."""
+
+    index: int
+    uuid: Optional[str] = None
+    pci_bus_id: Optional[str] = None
+    name: Optional[str] = None
+    memory_used_mib: Optional[int] = None
+    memory_total_mib: Optional[int] = None
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def memory_free_mib(self) -> Optional[int]:
+        """Total minus used memory, or None when either is unknown."""
+        if self.memory_used_mib is None or self.memory_total_mib is None:
+            return None
+        return self.memory_total_mib - self.memory_used_mib
+
+    def as_row(self) -> dict:
+        """A dict for :func:`helpers.tables.format_table`."""
+        return {"index": self.index, "name": self.name, "pci.bus_id": self.pci_bus_id,
+                "used MiB": self.memory_used_mib, "total MiB": self.memory_total_mib,
+                "free MiB": self.memory_free_mib, "uuid": self.uuid}
+
+
+def _mib(value: str, column: str, lineno: int) -> Optional[int]:
+    text = value.strip()
+    if text in ("N/A", "[N/A]", "[Not Supported]", ""):
+        return None
+    if text.endswith("MiB"):
+        text = text[:-3].strip()
+    if not text.isdigit():
+        raise ValueError(f"line {lineno}: {column} should be a number of MiB like '1024 MiB', got {value!r}")
+    return int(text)
+
+
+def parse_nvidia_smi_csv(text: str) -> list[GpuInfo]:
+    """Parse ``nvidia-smi --query-gpu=... --format=csv`` output into :class:`GpuInfo` rows.
+
+    Accepts the header line with units (``memory.used [MiB]``) and values with or
+    without units (``--format=csv,nounits``). The ``index`` column is required.
+
+    Raises:
+        ValueError: not a string, no header, no ``index`` column, a row with the
+            wrong number of fields, a non-integer index or memory value, or a
+            repeated index - each message names the line.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"expected the CSV text printed by nvidia-smi, got {type(text).__name__}")
+    lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    if not lines:
+        raise ValueError("empty nvidia-smi output: no header line")
+    header_no, header = lines[0]
+    columns = [re.sub(r"\s*\[.*\]$", "", c.strip()) for c in header.split(",")]
+    if "index" not in columns:
+        raise ValueError(
+            f"line {header_no}: {header.strip()[:80]!r} is not the header of "
+            "'nvidia-smi --query-gpu=index,... --format=csv' output (no 'index' column; "
+            "did you pass --format=csv,noheader, or did nvidia-smi print an error?)")
+    if len(set(columns)) != len(columns):
+        raise ValueError(f"line {header_no}: repeated column in header {columns}")
+    rows: list[GpuInfo] = []
+    seen: set[int] = set()
+    for lineno, line in lines[1:]:
+        values = [v.strip() for v in line.split(",")]
+        if len(values) != len(columns):
+            raise ValueError(f"line {lineno}: expected {len(columns)} comma-separated fields "
+                             f"({', '.join(columns)}), got {len(values)}: {line.strip()[:80]!r}")
+        kwargs: dict = {}
+        extra: dict = {}
+        for column, value in zip(columns, values):
+            key = _FIELDS.get(column)
+            if key is None:
+                extra[column] = value
+            elif key == "index":
+                if not value.isdigit():
+                    raise ValueError(f"line {lineno}: index should be a whole number, got {value!r}")
+                kwargs[key] = int(value)
+            elif key.startswith("memory_"):
+                kwargs[key] = _mib(value, column, lineno)
+            else:
+                kwargs[key] = value
+        if kwargs["index"] in seen:
+            raise ValueError(f"line {lineno}: GPU index {kwargs['index']} appears twice")
+        seen.add(kwargs["index"])
+        rows.append(GpuInfo(extra=extra, **kwargs))
+    return rows
+
+
+def read_nvidia_smi(timeout: float = 20.0) -> tuple[Optional[str], str]:
+    """Run ``nvidia-smi`` with :data:`NVIDIA_SMI_QUERY`; return ``(csv_text or None, explanation)``.
+
+    Never raises for a missing or failing ``nvidia-smi``: the explanation says why
+    there is no text (so a lesson can fall back to the SAMPLE output).
+    """
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout}")
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None, "nvidia-smi is not installed on this machine (no NVIDIA driver): no GPU to list"
+    try:
+        proc = subprocess.run([exe, *NVIDIA_SMI_QUERY], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"nvidia-smi could not run: {type(exc).__name__}: {exc}"
+    if proc.returncode != 0:
+        why = (proc.stdout + proc.stderr).strip().splitlines()
+        return None, f"nvidia-smi failed (exit {proc.returncode}): {why[0] if why else 'no output'}"
+    return proc.stdout, f"real output of {exe}"
+
+
+def normalize_bus_id(bus_id: str) -> str:
+    """``00000000:1A:00.0`` (nvidia-smi) and ``0000:1a:00.0`` (CUDA) -> ``0000:1a:00.0``."""
+    if not isinstance(bus_id, str):
+        raise ValueError(f"PCI bus id must be a string, got {bus_id!r}")
+    m = re.fullmatch(r"\s*([0-9a-fA-F]+):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*", bus_id)
+    if not m:
+        raise ValueError(f"not a PCI bus id like '00000000:1A:00.0': {bus_id!r}")
+    domain, bus, dev, fn = m.groups()
+    return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn}"
+
+
+# --------------------------------------------------------------------------- CUDA_VISIBLE_DEVICES
+
+Entry = Union[int, str]
+
+
+def parse_cuda_visible_devices(value: Optional[str]) -> Optional[list[Entry]]:
+    """Check a ``CUDA_VISIBLE_DEVICES`` value and split it into GPU indices and UUIDs.
+
+    Returns None for an unset variable (all GPUs visible), ``[]`` for ``""`` or
+    ``"-1"`` (no GPU visible), else the entries in order: ints for indices,
+    strings for UUIDs or UUID prefixes (``GPU-8932f937``, ``MIG-...``).
+
+    This is deliberately stricter than CUDA, which silently ignores everything
+    from the first entry it cannot use (so a typo quietly hides GPUs):
+
+    Raises:
+        ValueError: not a string; spaces; an empty entry (``"3,,5"``); an entry
+            that is neither an index nor a UUID (``"gpu3"``); a negative index
+            other than a lone ``"-1"``; a repeated GPU.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"CUDA_VISIBLE_DEVICES is a string like '3,5', got {value!r}")
+    if value == "" or value == "-1":
+        return []
+    if any(c.isspace() for c in value):
+        raise ValueError(f"CUDA_VISIBLE_DEVICES={value!r}: write it without spaces, e.g. '3,5'")
+    entries: list[Entry] = []
+    for pos, token in enumerate(value.split(","), 1):
+        if token == "":
+            raise ValueError(f"CUDA_VISIBLE_DEVICES={value!r}: entry {pos} is empty "
+                             "(two commas in a row, or a comma at the start or end)")
+        if re.fullmatch(r"-?\d+", token):
+            index = int(token)
+            if index < 0:
+                raise ValueError(
+                    f"CUDA_VISIBLE_DEVICES={value!r}: {token} is not a GPU index. '-1' alone hides every "
+                    "GPU; inside a list CUDA would silently drop it and every entry after it")
+            entry: Entry = index
+        elif _UUID_RE.fullmatch(token):
+            entry = token
+        else:
+            raise ValueError(
+                f"CUDA_VISIBLE_DEVICES={value!r}: entry {token!r} is neither a GPU index like 3 "
+                "nor a UUID like GPU-8932f937-... (see nvidia-smi -L)")
+        if entry in entries:
+            raise ValueError(f"CUDA_VISIBLE_DEVICES={value!r}: GPU {token} is listed twice")
+        entries.append(entry)
+    return entries
+
+
+def tensorflow_names(value: Optional[str]) -> dict[Entry, str]:
+    """Map each entry of ``CUDA_VISIBLE_DEVICES`` to the name TensorFlow gives that GPU.
+
+    ``"3,5"`` -> ``{3: "/GPU:0", 5: "/GPU:1"}``: visible GPUs are renumbered from
+    0 in the order listed. ``""``/``"-1"`` -> ``{}``. Unset (None) -> ValueError,
+    because then the names depend on how many GPUs the machine has
+    (use :func:`resolve_visible`).
+    """
+    entries = parse_cuda_visible_devices(value)
+    if entries is None:
+        raise ValueError("CUDA_VISIBLE_DEVICES is unset: every GPU is visible, numbered as CUDA "
+                         "enumerates them; pass the machine's GPUs to resolve_visible() instead")
+    return {entry: f"/GPU:{k}" for k, entry in enumerate(entries)}
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """What a process would see: ``visible`` = physical positions, in the new order."""
+
+    value: Optional[str]
+    visible: tuple[int, ...]
+    dropped: tuple[Entry, ...]
+
+    @property
+    def tf_names(self) -> dict[int, str]:
+        """Physical position -> TensorFlow name (``/GPU:k``)."""
+        return {phys: f"/GPU:{k}" for k, phys in enumerate(self.visible)}
+
+
+def resolve_visible(value: Optional[str], gpus: Union[int, Sequence[GpuInfo]]) -> Visibility:
+    """Apply CUDA's rules for ``CUDA_VISIBLE_DEVICES`` to a machine's GPUs.
+
+    Args:
+        value: the variable's value (None = unset); checked by :func:`parse_cuda_visible_devices`.
+        gpus: the number of GPUs, or their :class:`GpuInfo` rows (needed to match
+            UUIDs). Indices refer to this list's order: nvidia-smi's order when
+            ``CUDA_DEVICE_ORDER=PCI_BUS_ID``.
+
+    CUDA enumerates the listed GPUs from 0 and stops at the first entry it cannot
+    use (an index past the end, an unknown or ambiguous UUID): that entry and
+    every later one end up in ``dropped``.
+    """
+    if isinstance(gpus, bool) or not isinstance(gpus, (int, list, tuple)):
+        raise ValueError(f"gpus must be a GPU count or a list of GpuInfo, got {gpus!r}")
+    if isinstance(gpus, int):
+        if gpus < 0:
+            raise ValueError(f"GPU count must be >= 0, got {gpus}")
+        uuids: list[Optional[str]] = [None] * gpus
+    else:
+        if not all(isinstance(g, GpuInfo) for g in gpus):
+            raise ValueError("gpus must hold GpuInfo rows (see parse_nvidia_smi_csv)")
+        uuids = [g.uuid for g in gpus]
+    entries = parse_cuda_visible_devices(value)
+    if entries is None:
+        return Visibility(value, tuple(range(len(uuids))), ())
+    visible: list[int] = []
+    for pos, entry in enumerate(entries):
+        if isinstance(entry, int):
+            found = entry if entry < len(uuids) else None
+        else:
+            matches = [i for i, u in enumerate(uuids) if u and u.lower().startswith(entry.lower())]
+            found = matches[0] if len(matches) == 1 else None
+        if found is None or found in visible:
+            return Visibility(value, tuple(visible), tuple(entries[pos:]))
+        visible.append(found)
+    return Visibility(value, tuple(visible), ())
+
+
+# --------------------------------------------------------------------------- asking CUDA itself
+
+#: Python source run in a fresh process by :func:`probe_cuda`: loads the CUDA driver
+#: with ctypes (no TensorFlow, ~50 ms), calls cuInit and lists the devices it sees.
+CUDA_PROBE_CODE = r'''
+import ctypes, json, os, sys
+out = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+       "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER"),
+       "driver": None, "error": None, "devices": []}
+lib = None
+for name in {"win32": ["nvcuda.dll"], "darwin": []}.get(sys.platform, ["libcuda.so.1", "libcuda.so"]):
+    try:
+        lib = ctypes.CDLL(name)
+        out["driver"] = name
+        break
+    except OSError:
+        pass
+if lib is None:
+    out["error"] = "no CUDA driver (libcuda) on this machine"
+else:
+    rc = lib.cuInit(0)
+    if rc == 100:
+        out["error"] = "cuInit: CUDA_ERROR_NO_DEVICE (no visible GPU)"
+    elif rc != 0:
+        out["error"] = "cuInit returned CUDA error %d" % rc
+    else:
+        count = ctypes.c_int(0)
+        lib.cuDeviceGetCount(ctypes.byref(count))
+        for i in range(count.value):
+            dev = ctypes.c_int(0)
+            lib.cuDeviceGet(ctypes.byref(dev), i)
+            name = ctypes.create_string_buffer(256)
+            bus = ctypes.create_string_buffer(64)
+            raw = (ctypes.c_ubyte * 16)()
+            lib.cuDeviceGetName(name, 256, dev)
+            lib.cuDeviceGetPCIBusId(bus, 64, dev)
+            uuid = None
+            if lib.cuDeviceGetUuid(raw, dev) == 0:
+                h = bytes(raw).hex()
+                uuid = "GPU-%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
+            out["devices"].append({"ordinal": i, "name": name.value.decode(errors="replace"),
+                                   "pci_bus_id": bus.value.decode(errors="replace"), "uuid": uuid})
+print("CUDA_PROBE " + json.dumps(out))
+'''
+
+
+@dataclass(frozen=True)
+class CudaView:
+    """The GPUs the CUDA driver reported in one process (``devices`` in CUDA's order)."""
+
+    env: dict
+    devices: tuple[dict, ...]
+    driver: Optional[str]
+    error: Optional[str]
+
+    @property
+    def count(self) -> int:
+        return len(self.devices)
+
+    def summary(self) -> str:
+        """One line: the environment and what CUDA saw."""
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.env.items()) or "(no CUDA variables set)"
+        if self.devices:
+            seen = "; ".join(f"{d['ordinal']}: {d['name']} @ {d['pci_bus_id']}" for d in self.devices)
+        else:
+            seen = f"0 GPUs ({self.error or 'none found'})"
+        return f"{shown:<58} -> {seen}"
+
+
+def probe_cuda(env: Optional[Mapping[str, str]] = None, timeout: float = 60) -> CudaView:
+    """Ask the CUDA driver, in a fresh process with ``env``, which GPUs it sees.
+
+    Uses :func:`helpers.subproc.run_python`, which removes this process's
+    ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` unless ``env`` sets them, so each
+    probe sees exactly the variables you pass. On a machine without an NVIDIA
+    driver every probe reports 0 GPUs and says why.
+    """
+    from .subproc import run_python
+
+    env = dict(env or {})
+    for key, val in env.items():
+        if not isinstance(key, str) or not isinstance(val, str):
+            raise ValueError(f"env must map strings to strings, got {key!r}: {val!r}")
+    result = run_python(CUDA_PROBE_CODE, env=env, timeout=timeout, echo=False)
+    line = next((ln for ln in result.stdout.splitlines() if ln.startswith("CUDA_PROBE ")), None)
+    if line is None:
+        raise RuntimeError(f"the CUDA probe printed no result (exit {result.returncode}): "
+                           f"{result.last_error_line() or result.stderr[-300:]}")
+    data = json.loads(line[len("CUDA_PROBE "):])
+    return CudaView(env=env, devices=tuple(data["devices"]), driver=data["driver"], error=data["error"])

@@ -1,0 +1,216 @@
+"""Device placement made visible: split a Keras 3 model over devices, and prove where it lives and runs.
+
+Why: "put half the model on each GPU" (device or model parallelism) is one
+``tf.device`` away in TensorFlow, but Keras 3 builds weights lazily, so a layer
+*created* under ``tf.device`` lands on the default device, and a functional
+model does not remember the scopes it was built under when it runs. Lesson 01
+uses :class:`SplitModel` (each part built *and* run on its device) and the
+inspection helpers below to show the difference with evidence, not claims.
+
+Importing this module imports Keras; pick the backend (TensorFlow) first.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from contextlib import contextmanager
+from typing import Iterator, Optional, Sequence
+
+import keras
+import tensorflow as tf
+
+_DEVICE_RE = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU|TPU)(?::(\d+))?$", re.IGNORECASE)
+
+
+def short_device(name: str) -> str:
+    """``/job:localhost/replica:0/task:0/device:CPU:1`` -> ``CPU:1`` ('' stays '': not pinned)."""
+    if not isinstance(name, str):
+        raise ValueError(f"device name must be a string, got {name!r}")
+    if name == "":
+        return ""
+    m = _DEVICE_RE.search(name)
+    if not m:
+        raise ValueError(f"not a TensorFlow device name: {name!r}")
+    return f"{m.group(1).upper()}:{m.group(2) or 0}"
+
+
+def same_device(a: str, b: str) -> bool:
+    """True if two device names denote the same device (``/device:CPU:1`` == ``/job:.../CPU:1``)."""
+    return short_device(a) == short_device(b)
+
+
+class SplitModel(keras.Model):
+    """A model made of consecutive ``parts``; part ``i`` is built and run on ``devices[i]``.
+
+    Device (model) parallelism in its simplest form: the weights of each part live
+    on its device, and its ops run there; activations are copied between
+    devices at each boundary. The parts must be *unbuilt* layers or models
+    (e.g. ``keras.Sequential([...])`` without ``keras.Input``), so that their
+    weights are created inside the right ``tf.device`` scope by :meth:`build`.
+
+    Not meant for saving (no ``get_config``): it exists to show placement.
+    """
+
+    def __init__(self, parts: Sequence[keras.layers.Layer], devices: Sequence[str], **kwargs):
+        super().__init__(**kwargs)
+        parts, devices = list(parts), list(devices)
+        if not parts or len(parts) != len(devices):
+            raise ValueError(f"need one device per part: got {len(parts)} part(s) and {len(devices)} device(s)")
+        for i, part in enumerate(parts):
+            if not isinstance(part, keras.layers.Layer):
+                raise ValueError(f"part {i} must be a Keras layer or model, got {type(part).__name__}")
+            if part.built and part.weights:
+                raise ValueError(
+                    f"part {i} ({part.name}) is already built, so its weights already live on some device. "
+                    "Create it without keras.Input (unbuilt) and let SplitModel build it under tf.device.")
+        for d in devices:
+            short_device(d)
+        self.parts = parts
+        self.part_devices = tuple(devices)
+
+    def build(self, input_shape):
+        shape = tuple(input_shape)
+        for part, device in zip(self.parts, self.part_devices):
+            with tf.device(device):
+                part.build(shape)
+            shape = tuple(part.compute_output_shape(shape))
+
+    def call(self, inputs, training=None):
+        x = inputs
+        for part, device in zip(self.parts, self.part_devices):
+            with tf.device(device):
+                x = part(x, training=training)
+        return x
+
+    def compute_output_shape(self, input_shape):
+        shape = tuple(input_shape)
+        for part in self.parts:
+            shape = tuple(part.compute_output_shape(shape))
+        return shape
+
+
+def variable_devices(model: keras.layers.Layer) -> list[dict]:
+    """One row per weight: path, shape and the device(s) holding it (all copies of a MirroredVariable)."""
+    if not isinstance(model, keras.layers.Layer):
+        raise ValueError(f"expected a Keras layer or model, got {type(model).__name__}")
+    rows = []
+    for v in model.weights:
+        tf_var = getattr(v, "value", v)
+        copies = getattr(tf_var, "values", None) or (tf_var,)
+        rows.append({"variable": v.path, "shape": tuple(v.shape), "kind": type(tf_var).__name__,
+                     "device": ", ".join(short_device(c.device) for c in copies)})
+    return rows
+
+
+def graph_op_devices(model: keras.layers.Layer, input_shape: Sequence[int],
+                     op_types: Sequence[str] = ("MatMul", "Conv2D", "BiasAdd", "Relu", "Softmax")) -> list[dict]:
+    """Trace ``model`` into a graph and list where its compute ops are pinned.
+
+    ``input_shape`` excludes the batch dimension. Ops with no device show
+    ``(not pinned)``: TensorFlow then runs them on the default device.
+    """
+    if not isinstance(model, keras.layers.Layer):
+        raise ValueError(f"expected a Keras layer or model, got {type(model).__name__}")
+    spec = tf.TensorSpec((None, *tuple(input_shape)), tf.float32)
+    graph = tf.function(lambda x: model(x, training=False)).get_concrete_function(spec).graph
+    return [{"op": op.name, "type": op.type, "device": short_device(op.device) or "(not pinned)"}
+            for op in graph.get_operations() if op.type in set(op_types)]
+
+
+def layer_costs(parts: Sequence[keras.layers.Layer], input_shape: Sequence[int]) -> list[dict]:
+    """Per layer of each part: parameters and activation values per example.
+
+    ``parts`` must be built; a Sequential part is walked layer by layer, any other
+    part counts as one layer. ``input_shape`` excludes the batch dimension.
+    """
+    if not parts:
+        raise ValueError("need at least one part")
+    rows = []
+    shape = (None, *tuple(input_shape))
+    for p, part in enumerate(parts):
+        if not isinstance(part, keras.layers.Layer) or not part.built:
+            raise ValueError(f"part {p} must be a built Keras layer or model")
+        layers = part.layers if isinstance(part, keras.Sequential) else [part]
+        for layer in layers:
+            shape = tuple(layer.compute_output_shape(shape))
+            rows.append({"part": p, "layer": layer.name, "parameters": int(layer.count_params()),
+                         "activations_per_example": int(math.prod(d for d in shape[1:] if d is not None))})
+    return rows
+
+
+def _mib(values: float, bytes_per_value: int) -> float:
+    return values * bytes_per_value / 2**20
+
+
+def _check_batch(batch_size: int, bytes_per_value: int) -> None:
+    for name, value in (("batch_size", batch_size), ("bytes_per_value", bytes_per_value)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def memory_by_device(model: SplitModel, input_shape: Sequence[int], batch_size: int,
+                     bytes_per_value: int = 4) -> list[dict]:
+    """Weights and forward activations each device holds under *model* parallelism.
+
+    One row per device of a built :class:`SplitModel`: its part's parameters,
+    their size, and the activations its layers produce for ``batch_size``
+    examples (float32 = 4 bytes per value). Training adds gradients and
+    optimizer slots (about 3x the weights with Adam) on the same device.
+    """
+    if not isinstance(model, SplitModel) or not model.built:
+        raise ValueError("memory_by_device needs a built SplitModel (call it once or build it)")
+    _check_batch(batch_size, bytes_per_value)
+    costs = layer_costs(model.parts, input_shape)
+    rows = []
+    for p, device in enumerate(model.part_devices):
+        mine = [c for c in costs if c["part"] == p]
+        params = sum(c["parameters"] for c in mine)
+        acts = batch_size * sum(c["activations_per_example"] for c in mine)
+        rows.append({"device": short_device(device), "layers": ", ".join(c["layer"] for c in mine),
+                     "parameters": params, "weights MiB": _mib(params, bytes_per_value),
+                     f"activations MiB (batch {batch_size})": _mib(acts, bytes_per_value)})
+    return rows
+
+
+def data_parallel_memory(model: SplitModel, input_shape: Sequence[int], batch_size: int,
+                         devices: Sequence[str], bytes_per_value: int = 4) -> list[dict]:
+    """The same model under *data* parallelism: every device holds all weights and 1/n of the batch."""
+    if not isinstance(model, SplitModel) or not model.built:
+        raise ValueError("data_parallel_memory needs a built SplitModel")
+    _check_batch(batch_size, bytes_per_value)
+    if not devices:
+        raise ValueError("need at least one device")
+    costs = layer_costs(model.parts, input_shape)
+    params = sum(c["parameters"] for c in costs)
+    per_replica = math.ceil(batch_size / len(devices))
+    acts = per_replica * sum(c["activations_per_example"] for c in costs)
+    return [{"device": short_device(d), "layers": "all (a replica)", "parameters": params,
+             "weights MiB": _mib(params, bytes_per_value),
+             f"activations MiB (batch {batch_size})": _mib(acts, bytes_per_value)} for d in devices]
+
+
+def missing_device(device_type: str = "GPU") -> str:
+    """A device name that does not exist here: the first index past the last logical device."""
+    if device_type not in ("CPU", "GPU"):
+        raise ValueError(f"device_type must be 'CPU' or 'GPU', got {device_type!r}")
+    return f"/device:{device_type}:{len(tf.config.list_logical_devices(device_type))}"
+
+
+@contextmanager
+def strict_placement() -> Iterator[None]:
+    """Turn soft device placement off inside the block (asking for a missing device raises), then restore it."""
+    before = tf.config.get_soft_device_placement()
+    tf.config.set_soft_device_placement(False)
+    try:
+        yield
+    finally:
+        tf.config.set_soft_device_placement(before)
+
+
+def ran_on(tensor: tf.Tensor) -> str:
+    """Short name of the device an eager tensor lives on, i.e. where the op that made it ran."""
+    device: Optional[str] = getattr(tensor, "device", None)
+    if not device:
+        raise ValueError("expected an eager tensor with a device (not a symbolic tensor)")
+    return short_device(device)

@@ -1,0 +1,201 @@
+"""Diagrams of the course's ideas, drawn with matplotlib (no image files in the repo).
+
+Why: "data parallelism", "model parallelism", "pipeline bubble" and
+"CUDA_VISIBLE_DEVICES renumbers the GPUs" are easier to see than to read.
+Each function draws one idea for any number of devices, returns the
+``Figure`` (notebooks call ``plt.show()``), and never saves a file.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch, Rectangle
+
+COLORS = plt.get_cmap("tab10").colors
+GREY = "#d0d0d0"
+
+
+def _check_count(name: str, value: object, low: int = 1, high: int = 16) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an int from {low} to {high}, got {value!r}")
+    return value
+
+
+def _axes(ax: Optional[Axes], size: tuple[float, float]) -> tuple[Figure, Axes]:
+    if ax is None:
+        fig, ax = plt.subplots(figsize=size)
+    elif not isinstance(ax, Axes):
+        raise ValueError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
+    ax.set_axis_off()
+    return ax.figure, ax
+
+
+def _box(ax: Axes, x: float, y: float, w: float, h: float, text: str, color, **kw) -> FancyBboxPatch:
+    pad = min(0.02, 0.08 * w, 0.08 * h)
+    patch = FancyBboxPatch((x + pad, y + pad), w - 2 * pad, h - 2 * pad, boxstyle=f"round,pad={pad}",
+                           facecolor=color,
+                           edgecolor="black", linewidth=1, **kw)
+    ax.add_patch(patch)
+    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=9, wrap=True)
+    return patch
+
+
+def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], text: str = "",
+           color: str = "black") -> None:
+    ax.annotate("", xy=end, xytext=start, arrowprops=dict(arrowstyle="->", color=color, lw=1.3))
+    if text:
+        mid_x, mid_y = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
+        if abs(end[1] - start[1]) < 1e-9:  # horizontal: label above the arrow
+            ax.text(mid_x, mid_y + 0.04, text, fontsize=8, ha="center", va="bottom", color=color)
+        else:
+            ax.text(mid_x + 0.02, mid_y, text, fontsize=8, va="center", color=color)
+
+
+def draw_data_parallel(n_replicas: int = 2, global_batch: int = 8, ax: Optional[Axes] = None) -> Figure:
+    """Data parallelism: one global batch, split into per-replica slices; gradients all-reduced.
+
+    Every replica holds a full copy of the model; each computes gradients on its
+    own slice; an all-reduce sums them so every copy applies the same update.
+    """
+    n = _check_count("n_replicas", n_replicas, 1, 8)
+    _check_count("global_batch", global_batch, n, 4096)
+    fig, ax = _axes(ax, (2.4 + 2.2 * n, 4.6))
+    width = 1.0 / n
+    per = [global_batch // n + (1 if k < global_batch % n else 0) for k in range(n)]
+    start = 0
+    for k in range(n):
+        _box(ax, k * width + 0.02, 0.86, width - 0.04, 0.1,
+             f"examples {start}..{start + per[k] - 1}", COLORS[k % 10], alpha=0.6)
+        start += per[k]
+    ax.text(0.5, 1.0, f"global batch of {global_batch} examples", ha="center", fontsize=10)
+    for k in range(n):
+        cx = k * width + width / 2
+        _arrow(ax, (cx, 0.85), (cx, 0.69), f"{per[k]} ex.")
+        _box(ax, k * width + 0.04, 0.44, width - 0.08, 0.24,
+             f"replica {k}\ndevice {k}\nfull model copy\n(same weights W)", COLORS[k % 10], alpha=0.35)
+        _arrow(ax, (cx, 0.43), (cx, 0.27), f"grads g{k}")
+        _arrow(ax, (cx - 0.06 * width, 0.12), (cx - 0.06 * width, 0.02), "")
+    _box(ax, 0.04, 0.13, 0.92, 0.13, "all-reduce: g = g0 + ... + g%d  (sent to every replica)" % (n - 1),
+         "#fff2a8")
+    ax.text(0.5, -0.04, "each replica applies the same update W <- W - lr * g, so all copies stay identical",
+            ha="center", fontsize=9)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.08, 1.05)
+    ax.set_title(f"Data parallelism over {n} replica(s): faster epochs, same model size per device",
+                 fontsize=10)
+    return fig
+
+
+def draw_model_parallel(n_devices: int = 2, ax: Optional[Axes] = None) -> Figure:
+    """Device (model) parallelism: consecutive parts of one model on different devices.
+
+    The whole batch goes through part 0 on device 0, its activations are copied
+    to device 1 for part 1, and so on; each device holds only its part's weights.
+    """
+    n = _check_count("n_devices", n_devices, 1, 8)
+    fig, ax = _axes(ax, (3.0 + 3.0 * n, 3.0))
+    width = 1.0 / (n + 1)
+    _box(ax, 0.02, 0.4, width * 0.5, 0.2, "whole\nbatch", "#ffffff")
+    prev_end = 0.02 + width * 0.5
+    for k in range(n):
+        x = (k + 0.9) * width
+        _box(ax, x, 0.25, width * 0.7, 0.5,
+             f"device {k}\npart {k} of the model\n(its layers and\nonly their weights)",
+             COLORS[k % 10], alpha=0.35)
+        _arrow(ax, (prev_end, 0.5), (x, 0.5), "batch" if k == 0 else "activations")
+        prev_end = x + width * 0.7
+    ax.text(0.5, 0.08, "backward pass runs the other way; one device works while the others wait",
+            ha="center", fontsize=9)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 0.95)
+    ax.set_title(f"Device (model) parallelism over {n} device(s): a model too big for one device",
+                 fontsize=10)
+    return fig
+
+
+def pipeline_schedule(n_devices: int, n_microbatches: int) -> list[tuple[int, int, int, str]]:
+    """GPipe-style schedule: ``(device, time step, micro-batch, "F"|"B")`` for each unit of work.
+
+    Forward passes flow down the devices one micro-batch after another; backward
+    passes start when the last forward is done and flow back up. With
+    ``n_microbatches == 1`` this is plain model parallelism.
+    """
+    d = _check_count("n_devices", n_devices, 1, 16)
+    m = _check_count("n_microbatches", n_microbatches, 1, 64)
+    work = []
+    for dev in range(d):
+        for mb in range(m):
+            work.append((dev, dev + mb, mb, "F"))
+            work.append((dev, (d - 1 + m) + (m - 1 - mb) + (d - 1 - dev), mb, "B"))
+    return sorted(work, key=lambda w: (w[0], w[1]))
+
+
+def bubble_fraction(n_devices: int, n_microbatches: int) -> float:
+    """Share of device time spent idle in :func:`pipeline_schedule`: (d - 1) / (m + d - 1)."""
+    d = _check_count("n_devices", n_devices, 1, 16)
+    m = _check_count("n_microbatches", n_microbatches, 1, 64)
+    return (d - 1) / (m + d - 1)
+
+
+def draw_pipeline(n_devices: int = 2, n_microbatches: int = 4, ax: Optional[Axes] = None) -> Figure:
+    """Timelines of plain model parallelism vs a pipeline of micro-batches (same total work)."""
+    d = _check_count("n_devices", n_devices, 1, 8)
+    m = _check_count("n_microbatches", n_microbatches, 1, 16)
+    if ax is None:
+        fig, axes = plt.subplots(2, 1, figsize=(9, 1.2 + 0.9 * d), sharex=True)
+    else:
+        raise ValueError("draw_pipeline draws two panels; call it without ax")
+    for panel, (title, micro, unit) in zip(axes, (
+            ("model parallelism, whole batch at once", 1, float(m)),
+            (f"pipeline, {m} micro-batches", m, 1.0))):
+        for dev, step, mb, kind in pipeline_schedule(d, micro):
+            color = COLORS[mb % 10]
+            panel.add_patch(Rectangle((step * unit, dev - 0.4), unit, 0.8, facecolor=color,
+                                      alpha=0.9 if kind == "F" else 0.45, edgecolor="black"))
+            panel.text(step * unit + unit / 2, dev, f"{kind}{mb}" if micro > 1 else kind,
+                       ha="center", va="center", fontsize=8)
+        busy = 2 * d * m
+        total = 2 * (micro + d - 1) * unit
+        panel.set_title(f"{title}: {total:g} time units, idle share "
+                        f"{1 - busy / (d * total):.0%}", fontsize=10)
+        panel.set_yticks(range(d))
+        panel.set_yticklabels([f"device {k}" for k in range(d)])
+        panel.set_ylim(d - 0.5, -0.5)
+        panel.set_xlim(0, 2 * d * m)
+    axes[-1].set_xlabel("time (F = forward, B = backward; the number is the micro-batch)")
+    fig.tight_layout()
+    return fig
+
+
+def draw_visible_devices(value: Optional[str], n_physical: int = 8, ax: Optional[Axes] = None) -> Figure:
+    """Physical GPUs (nvidia-smi / PCI order) and the names a process sees with ``CUDA_VISIBLE_DEVICES=value``.
+
+    Assumes ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so CUDA's indices match nvidia-smi's.
+    """
+    from .gpus import resolve_visible
+
+    n = _check_count("n_physical", n_physical, 0, 16)
+    vis = resolve_visible(value, n)
+    fig, ax = _axes(ax, (1.4 + 1.1 * max(n, 2), 3.0))
+    cols = max(n, 1)
+    w = 1.0 / cols
+    for i in range(n):
+        visible = i in vis.visible
+        _box(ax, i * w + 0.01, 0.62, w - 0.02, 0.22, f"GPU {i}\n(nvidia-smi)",
+             COLORS[vis.visible.index(i) % 10] if visible else GREY, alpha=0.6)
+    for k, phys in enumerate(vis.visible):
+        x = k * w + 0.01
+        _box(ax, x, 0.1, w - 0.02, 0.2, f"/GPU:{k}\n(TensorFlow)", COLORS[k % 10], alpha=0.6)
+        _arrow(ax, (phys * w + w / 2, 0.61), (x + (w - 0.02) / 2, 0.31))
+    if not vis.visible:
+        ax.text(0.5, 0.2, "no GPU visible: TensorFlow runs on the CPU", ha="center", fontsize=10)
+    label = "unset" if value is None else repr(value)
+    note = f"; dropped {list(vis.dropped)}" if vis.dropped else ""
+    ax.set_title(f"CUDA_VISIBLE_DEVICES={label} on {n} GPU(s){note}", fontsize=10)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 0.9)
+    return fig

@@ -1,0 +1,60 @@
+"""Plain-text tables for notebook output (no pandas needed).
+
+Why: lessons print small tables - devices, memory per device, nvidia-smi rows -
+and they must read the same in Jupyter, in CI logs and in a terminal.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Optional, Sequence
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.1f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def format_table(rows: Iterable[Mapping[str, object]], columns: Optional[Sequence[str]] = None) -> str:
+    """Render dict rows as an aligned text table (numbers right-aligned, None as '-').
+
+    Args:
+        rows: dicts; missing keys print as '-'.
+        columns: column order; default: the keys of the rows in first-seen order.
+
+    Raises:
+        ValueError: a row is not a mapping, or there are no columns to show.
+    """
+    rows = list(rows)
+    for r in rows:
+        if not isinstance(r, Mapping):
+            raise ValueError(f"each row must be a dict, got {type(r).__name__}")
+    if columns is None:
+        columns = []
+        for r in rows:
+            columns += [k for k in r if k not in columns]
+    columns = [str(c) for c in columns]
+    if not columns:
+        raise ValueError("nothing to show: no rows and no columns")
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    numeric = [all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
+                   for r in rows if r.get(c) is not None) and any(r.get(c) is not None for r in rows)
+               for c in columns]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric)).rstrip()
+
+    out = [line(columns), "  ".join("-" * w for w in widths)]
+    out += [line(row) for row in cells]
+    return "\n".join(out)
+
+
+def print_table(rows: Iterable[Mapping[str, object]], columns: Optional[Sequence[str]] = None) -> None:
+    """Print :func:`format_table` of ``rows``."""
+    print(format_table(rows, columns))

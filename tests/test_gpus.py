@@ -1,0 +1,169 @@
+"""helpers.gpus: nvidia-smi CSV parsing, CUDA_VISIBLE_DEVICES checking and mapping, the CUDA probe."""
+
+import shutil
+
+import pytest
+
+from helpers import gpus
+from helpers.gpus import GpuInfo, parse_cuda_visible_devices, parse_nvidia_smi_csv
+
+# ---- nvidia-smi CSV ---------------------------------------------------------------------------
+
+REAL_LOOKING = """index, uuid, pci.bus_id, name, memory.used [MiB], memory.total [MiB]
+0, GPU-0a1b2c3d-0000-1111-2222-333344445555, 00000000:00:04.0, Tesla T4, 3 MiB, 15360 MiB
+"""
+
+
+def test_parse_single_row():
+    (row,) = parse_nvidia_smi_csv(REAL_LOOKING)
+    assert row == GpuInfo(0, "GPU-0a1b2c3d-0000-1111-2222-333344445555", "00000000:00:04.0",
+                          "Tesla T4", 3, 15360)
+    assert row.memory_free_mib == 15357
+    assert row.as_row()["free MiB"] == 15357
+
+
+def test_parse_sample_and_mixed_sample():
+    rows = parse_nvidia_smi_csv(gpus.SAMPLE_NVIDIA_SMI_CSV)
+    assert [r.index for r in rows] == list(range(8))
+    assert len({r.uuid for r in rows}) == 8 and len({r.pci_bus_id for r in rows}) == 8
+    assert all(r.memory_total_mib == 16160 for r in rows)
+    mixed = parse_nvidia_smi_csv(gpus.SAMPLE_MIXED_NVIDIA_SMI_CSV)
+    assert len({r.name for r in mixed}) == 2
+
+
+def test_parse_nounits_na_and_extra_columns():
+    text = ("index, name, memory.used [MiB], memory.total [MiB], temperature.gpu\n"
+            "0, A100, 12, 40960, 31\n1, A100, [N/A], 40960, 30\n")
+    rows = parse_nvidia_smi_csv(text)
+    assert rows[0].memory_used_mib == 12 and rows[0].extra == {"temperature.gpu": "31"}
+    assert rows[1].memory_used_mib is None and rows[1].memory_free_mib is None
+    assert rows[0].uuid is None
+
+
+def test_parse_header_only_means_no_gpu():
+    assert parse_nvidia_smi_csv("index, name\n") == []
+
+
+@pytest.mark.parametrize("text, match", [
+    ("", "empty"),
+    ("   \n\n", "empty"),
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", "no 'index' column"),
+    ("0, Tesla T4, 3 MiB\n", "no 'index' column"),
+    ("index, name\n0, T4, extra\n", "line 2: expected 2 comma-separated fields"),
+    ("index, name\nzero, T4\n", "index should be a whole number"),
+    ("index, name\n0, T4\n0, T4\n", "appears twice"),
+    ("index, memory.used [MiB]\n0, lots MiB\n", "number of MiB"),
+    ("index, index\n0, 0\n", "repeated column"),
+])
+def test_parse_malformed(text, match):
+    with pytest.raises(ValueError, match=match):
+        parse_nvidia_smi_csv(text)
+
+
+def test_parse_not_a_string():
+    with pytest.raises(ValueError, match="CSV text"):
+        parse_nvidia_smi_csv(b"index\n")
+
+
+def test_read_nvidia_smi_reports_why(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    text, why = gpus.read_nvidia_smi()
+    assert text is None and "not installed" in why
+    with pytest.raises(ValueError):
+        gpus.read_nvidia_smi(timeout=0)
+
+
+def test_read_nvidia_smi_real_or_missing():
+    text, why = gpus.read_nvidia_smi()
+    if shutil.which("nvidia-smi") is None:
+        assert text is None
+    elif text is not None:
+        assert isinstance(parse_nvidia_smi_csv(text), list)
+    assert why
+
+
+@pytest.mark.parametrize("raw, norm", [("00000000:1A:00.0", "0000:1a:00.0"), ("0000:1a:00.0", "0000:1a:00.0"),
+                                       ("00000001:B2:1F.7", "0001:b2:1f.7")])
+def test_normalize_bus_id(raw, norm):
+    assert gpus.normalize_bus_id(raw) == norm
+
+
+@pytest.mark.parametrize("bad", ["1A:00.0", "bus 3", "", None])
+def test_normalize_bus_id_bad(bad):
+    with pytest.raises(ValueError):
+        gpus.normalize_bus_id(bad)
+
+
+# ---- CUDA_VISIBLE_DEVICES ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, entries", [
+    (None, None), ("", []), ("-1", []), ("0", [0]), ("3,5", [3, 5]), ("5,3", [5, 3]),
+    ("GPU-8932f937", ["GPU-8932f937"]), ("1,GPU-8932f937-d72c", [1, "GPU-8932f937-d72c"]),
+    ("MIG-1a2b", ["MIG-1a2b"]),
+])
+def test_parse_cvd_ok(value, entries):
+    assert parse_cuda_visible_devices(value) == entries
+
+
+@pytest.mark.parametrize("value, match", [
+    ("3,,5", "entry 2 is empty"), (",3", "entry 1 is empty"), ("3,", "entry 2 is empty"),
+    ("gpu3", "neither a GPU index"), ("GPU3", "neither a GPU index"), ("0-2", "neither a GPU index"),
+    ("3,3", "listed twice"), ("03,3", "listed twice"), ("3, 5", "without spaces"),
+    ("0,-1", "'-1' alone"), ("-2", "not a GPU index"), (3, "string"),
+])
+def test_parse_cvd_malformed(value, match):
+    with pytest.raises(ValueError, match=match):
+        parse_cuda_visible_devices(value)
+
+
+def test_tensorflow_names_renumber():
+    assert gpus.tensorflow_names("3,5") == {3: "/GPU:0", 5: "/GPU:1"}
+    assert gpus.tensorflow_names("5,3,0") == {5: "/GPU:0", 3: "/GPU:1", 0: "/GPU:2"}
+    assert gpus.tensorflow_names("") == {} and gpus.tensorflow_names("-1") == {}
+    with pytest.raises(ValueError, match="unset"):
+        gpus.tensorflow_names(None)
+    with pytest.raises(ValueError):
+        gpus.tensorflow_names("3,,5")
+
+
+def test_resolve_visible_counts_follow_cuda_rules():
+    assert gpus.resolve_visible(None, 4).visible == (0, 1, 2, 3)
+    assert gpus.resolve_visible("3,5", 8).visible == (3, 5)
+    assert gpus.resolve_visible("3,5", 8).tf_names == {3: "/GPU:0", 5: "/GPU:1"}
+    one = gpus.resolve_visible("3,5", 1)  # CUDA stops at the first index it cannot use
+    assert one.visible == () and one.dropped == (3, 5)
+    part = gpus.resolve_visible("1,5,0", 4)
+    assert part.visible == (1,) and part.dropped == (5, 0)
+    assert gpus.resolve_visible("", 8).visible == () and gpus.resolve_visible("-1", 0).visible == ()
+    assert gpus.resolve_visible("0", 0).visible == ()
+
+
+def test_resolve_visible_by_uuid_prefix():
+    rows = parse_nvidia_smi_csv(gpus.SAMPLE_NVIDIA_SMI_CSV)
+    assert gpus.resolve_visible(rows[6].uuid, rows).visible == (6,)
+    assert gpus.resolve_visible(rows[6].uuid[:12] + ",2", rows).visible == (6, 2)
+    assert gpus.resolve_visible("GPU-ffff", rows).dropped == ("GPU-ffff",)
+    with pytest.raises(ValueError, match="GpuInfo"):
+        gpus.resolve_visible("0", ["GPU-1"])
+    with pytest.raises(ValueError, match=">= 0"):
+        gpus.resolve_visible("0", -1)
+    with pytest.raises(ValueError):
+        gpus.resolve_visible("0", True)
+
+
+# ---- CUDA probe (fresh processes, no TensorFlow: fast) ----------------------------------------
+
+def test_probe_cuda_hidden_and_consistent():
+    everything = gpus.probe_cuda()
+    hidden = gpus.probe_cuda({"CUDA_VISIBLE_DEVICES": ""})
+    assert hidden.count == 0 and hidden.env == {"CUDA_VISIBLE_DEVICES": ""}
+    assert "CUDA_VISIBLE_DEVICES=''" in hidden.summary() and "0 GPUs" in hidden.summary()
+    if everything.driver is None:
+        assert everything.count == 0 and "no CUDA driver" in everything.error
+    first = gpus.probe_cuda({"CUDA_VISIBLE_DEVICES": "0"})
+    assert first.count == min(1, everything.count)
+
+
+def test_probe_cuda_bad_env():
+    with pytest.raises(ValueError, match="strings"):
+        gpus.probe_cuda({"CUDA_VISIBLE_DEVICES": 3})

@@ -1,0 +1,110 @@
+"""helpers.placement: a model split over the session's two devices, and the evidence of where it lives/runs."""
+
+import numpy as np
+import pytest
+
+from helpers import placement
+
+keras = pytest.importorskip("keras")
+tf = pytest.importorskip("tensorflow")
+layers = keras.layers
+
+
+def _parts():
+    return [keras.Sequential([layers.Dense(16, activation="relu"), layers.Dense(8, activation="relu")]),
+            keras.Sequential([layers.Dense(3, activation="softmax")])]
+
+
+@pytest.mark.parametrize("raw, short", [("/job:localhost/replica:0/task:0/device:CPU:1", "CPU:1"),
+                                        ("/device:GPU:0", "GPU:0"), ("/cpu:0", "CPU:0"), ("GPU:3", "GPU:3"),
+                                        ("", "")])
+def test_short_device(raw, short):
+    assert placement.short_device(raw) == short
+
+
+@pytest.mark.parametrize("bad", ["/device:XPU:0", "banana", None])
+def test_short_device_bad(bad):
+    with pytest.raises(ValueError):
+        placement.short_device(bad)
+
+
+def test_split_model_places_and_runs_on_two_devices(replicas):
+    model = placement.SplitModel(_parts(), replicas)
+    out = model(np.ones((4, 5), "float32"))
+    assert placement.ran_on(out) == placement.short_device(replicas[1])
+    devices = {r["variable"].split("/")[1]: r["device"] for r in placement.variable_devices(model)}
+    assert len(set(devices.values())) == 2
+    ops = placement.graph_op_devices(model, (5,), op_types=("MatMul",))
+    assert [o["device"] for o in ops] == [placement.short_device(d) for d in (replicas[0], replicas[0], replicas[1])]
+    mp = placement.memory_by_device(model, (5,), batch_size=10)
+    assert [r["parameters"] for r in mp] == [5 * 16 + 16 + 16 * 8 + 8, 8 * 3 + 3]
+    assert sum(r["parameters"] for r in mp) == model.count_params()
+    act = "activations MiB (batch 10)"
+    assert mp[0][act] == pytest.approx(10 * (16 + 8) * 4 / 2**20)
+    dp = placement.data_parallel_memory(model, (5,), 10, replicas)
+    assert all(r["parameters"] == model.count_params() for r in dp)
+    assert dp[0][act] == pytest.approx(5 * (16 + 8 + 3) * 4 / 2**20)
+
+
+def test_split_model_trains(replicas):
+    model = placement.SplitModel(_parts(), replicas)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    hist = model.fit(np.random.rand(32, 5).astype("float32"), np.zeros(32, "int32"), epochs=2, verbose=0)
+    assert hist.history["loss"][-1] < hist.history["loss"][0]
+
+
+def test_split_model_rejects_built_parts_and_mismatch(replicas):
+    built = keras.Sequential([keras.Input((5,)), layers.Dense(2)])
+    with pytest.raises(ValueError, match="already built"):
+        placement.SplitModel([built], replicas[:1])
+    with pytest.raises(ValueError, match="one device per part"):
+        placement.SplitModel(_parts(), replicas[:1])
+    with pytest.raises(ValueError, match="Keras layer"):
+        placement.SplitModel(["dense", layers.Dense(2)], replicas)
+    with pytest.raises(ValueError):
+        placement.SplitModel(_parts(), ["/device:CPU:0", "nonsense"])
+
+
+def test_functional_model_keeps_weight_placement_but_not_op_placement(replicas):
+    with tf.device(replicas[0]):
+        inp = keras.Input((5,))
+        h = layers.Dense(4)(inp)
+    with tf.device(replicas[1]):
+        out = layers.Dense(2)(h)
+    model = keras.Model(inp, out)
+    assert len({r["device"] for r in placement.variable_devices(model)}) == 2
+    assert {o["device"] for o in placement.graph_op_devices(model, (5,), ("MatMul",))} == {"(not pinned)"}
+
+
+def test_memory_helpers_validate(replicas):
+    model = placement.SplitModel(_parts(), replicas)
+    with pytest.raises(ValueError, match="built"):
+        placement.memory_by_device(model, (5,), 8)
+    model.build((None, 5))
+    with pytest.raises(ValueError, match="batch_size"):
+        placement.memory_by_device(model, (5,), 0)
+    with pytest.raises(ValueError, match="device"):
+        placement.data_parallel_memory(model, (5,), 8, [])
+    with pytest.raises(ValueError):
+        placement.layer_costs([], (5,))
+    with pytest.raises(ValueError):
+        placement.variable_devices("model")
+
+
+def test_missing_device_and_strict_placement(replicas):
+    missing = placement.missing_device("CPU")
+    assert missing == f"/device:CPU:{len(tf.config.list_logical_devices('CPU'))}"
+    with tf.device(missing):  # soft placement: silently elsewhere
+        x = tf.ones(2) + 1
+    assert placement.ran_on(x) != placement.short_device(missing)
+    before = tf.config.get_soft_device_placement()
+    with placement.strict_placement():
+        assert tf.config.get_soft_device_placement() is False
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Could not satisfy device specification"):
+            with tf.device(missing):
+                tf.ones(2) + 2
+    assert tf.config.get_soft_device_placement() == before
+    with pytest.raises(ValueError):
+        placement.missing_device("TPU")
+    with pytest.raises(ValueError, match="eager tensor"):
+        placement.ran_on(object())
