@@ -67,11 +67,15 @@ notebooks: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest notebooks --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS)
 
-# On a GPU machine: 1 physical GPU split into 2 logical GPUs by helpers.devices.ensure_devices(2).
+# On a GPU machine: one physical GPU (CUDA_VISIBLE_DEVICES=0) split into 2 logical GPUs by
+# helpers.devices.ensure_devices(2); every notebook runs once, with a per-notebook time table.
+GPU_CHECK_DEVICE ?= 0
 gpu-check: $(STAMP)
-	$(TEST_ENV) $(PY) -m pytest notebooks --nbval-lax --nbval-current-env -p no:cacheprovider \
-	  --nbval-cell-timeout=$(NB_CELL_TIMEOUT) $(PYTEST_ARGS)
-	$(PY) -c "import tensorflow as tf; print('GPUs seen by TensorFlow:', tf.config.list_physical_devices('GPU'))"
+	$(PY) -m pip install -q "tensorflow[and-cuda]==$$(sed -n 's/^tensorflow==//p' requirements.txt)"
+	CUDA_VISIBLE_DEVICES=$(GPU_CHECK_DEVICE) $(PY) -c "import tensorflow as tf; g = tf.config.list_physical_devices('GPU'); \
+	  print('GPUs seen by TensorFlow:', g); assert len(g) == 1, 'gpu-check needs exactly one visible GPU'"
+	CUDA_VISIBLE_DEVICES=$(GPU_CHECK_DEVICE) $(TEST_ENV) $(PY) -m pytest notebooks --nbval-lax --nbval-current-env \
+	  -p no:cacheprovider --nbval-cell-timeout=$(NB_CELL_TIMEOUT) $(PYTEST_ARGS)
 
 sync-notebooks: $(STAMP)
 	$(PY) -m helpers.template sync

@@ -32,3 +32,51 @@ def pytest_terminal_summary(terminalreporter):
         flag = "FAILED" if path in _NB_FAILED else ("over budget" if secs > BUDGET_S else "ok")
         tr.write_line(f"{path:<{width}}  {secs:7.1f} s  {flag}")
     tr.write_line(f"{'total':<{width}}  {sum(_NB_TIMES.values()):7.1f} s  (budget {BUDGET_S:.0f} s per notebook)")
+
+
+# ---- the error index check (TROUBLESHOOTING.md) -------------------------------------------
+# Every message listed there must be produced by this run's notebooks or tests. The check
+# runs only when the whole suite ran (make test): all notebooks collected, nothing deselected.
+import pytest  # noqa: E402
+
+_OUTPUT: list = []
+_RAN_NOTEBOOKS: set = set()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "call":
+        for out in getattr(item, "test_outputs", None) or []:
+            _OUTPUT.append(out.get("text", "") if hasattr(out, "get") else "")
+            data = out.get("data", {}) if hasattr(out, "get") else {}
+            _OUTPUT.append(data.get("text/plain", ""))
+            if out.get("output_type") == "error":
+                _OUTPUT.append(f"{out.get('ename')}: {out.get('evalue')}")
+        if str(item.fspath).endswith(".ipynb"):
+            _RAN_NOTEBOOKS.add(os.path.basename(str(item.fspath)))
+    _OUTPUT.append(report.capstdout + report.capstderr)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent
+    all_nbs = {p.name for p in (root / "notebooks").glob("*.ipynb")}
+    if not all_nbs or _RAN_NOTEBOOKS != all_nbs or not os.environ.get("CHECK_ERROR_INDEX", "1") == "1":
+        return
+    if not any("tests" in str(a) for a in session.config.args):
+        return
+    from helpers import troubleshooting
+
+    missing = troubleshooting.missing(troubleshooting.load(root / "TROUBLESHOOTING.md"), "\n".join(_OUTPUT))
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if missing:
+        if tr:
+            tr.section("TROUBLESHOOTING.md: messages not produced by any notebook or test", red=True)
+            for e in missing:
+                tr.write_line(f"- {e.heading}: {e.message}")
+        session.exitstatus = 1
+    elif tr:
+        tr.write_line("TROUBLESHOOTING.md: every indexed error message was produced in this run.")

@@ -1,0 +1,59 @@
+"""The error index (TROUBLESHOOTING.md) as data, and the check that keeps it honest.
+
+Why: an index of error messages rots silently - a library changes a word and the
+page still claims it. Each entry in TROUBLESHOOTING.md carries its message in a
+fenced block right after a ``**Message:**`` line; ``make test`` collects every
+output the notebooks and tests produce and fails if any indexed message was not
+produced in that run.  ``...`` inside a message stands for a part that varies
+(addresses, paths), and whitespace differences are ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_BLOCK = re.compile(r"\*\*Message:\*\*\s*\n\s*```[a-z]*\n(.*?)\n\s*```", re.S)
+
+
+@dataclass(frozen=True)
+class Entry:
+    heading: str
+    message: str
+
+
+def parse(text: str) -> list[Entry]:
+    """Entries of an index: the ``### heading`` each ``**Message:**`` block sits under."""
+    entries, heading = [], ""
+    pos = 0
+    for m in _BLOCK.finditer(text):
+        before = text[pos:m.start()]
+        heads = re.findall(r"^### (.+)$", before, re.M)
+        heading = heads[-1].strip() if heads else heading
+        message = " ".join(m.group(1).split())
+        if not message:
+            raise ValueError(f"empty message block under {heading!r}")
+        entries.append(Entry(heading, message))
+        pos = m.end()
+    return entries
+
+
+def load(path: Path) -> list[Entry]:
+    """Parse the index file at ``path``."""
+    return parse(Path(path).read_text(encoding="utf-8"))
+
+
+def produced(message: str, output: str) -> bool:
+    """True if ``message`` (with ``...`` wildcards) occurs in ``output``, whitespace-insensitively."""
+    if not message.strip():
+        raise ValueError("message must not be empty")
+    flat = " ".join(output.split())
+    parts = [re.escape(" ".join(p.split())) for p in message.split("...")]
+    pattern = r"\s*.*?\s*".join(p for p in parts)
+    return re.search(pattern, flat, re.S) is not None
+
+
+def missing(entries: list[Entry], output: str) -> list[Entry]:
+    """The entries whose message does not occur in ``output``."""
+    return [e for e in entries if not produced(e.message, output)]

@@ -1,0 +1,59 @@
+"""helpers.troubleshooting: parsing the error index and matching messages in outputs."""
+
+from pathlib import Path
+
+import pytest
+
+from helpers import troubleshooting as ts
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SAMPLE = """
+## Lesson 03
+### Mixing strategies
+**Message:**
+```
+RuntimeError: Mixing different tf.distribute.Strategy objects: <... at 0x...> is not <...>
+```
+Cause: x.
+
+### Another
+**Message:**
+```text
+TypeError: can't pickle
+   module objects
+```
+"""
+
+
+def test_parse_sample():
+    entries = ts.parse(SAMPLE)
+    assert [e.heading for e in entries] == ["Mixing strategies", "Another"]
+    assert entries[1].message == "TypeError: can't pickle module objects"
+
+
+def test_produced_with_wildcards_and_whitespace():
+    msg = ts.parse(SAMPLE)[0].message
+    out = "noise\n[expected error] RuntimeError: Mixing different tf.distribute.Strategy objects: " \
+          "<tensorflow.MirroredStrategy object at 0x7f00> is not <_Default object at 0x7f11>\nmore"
+    assert ts.produced(msg, out)
+    assert not ts.produced(msg, out.replace("Mixing", "Mixed"))
+    assert ts.produced("can't pickle module objects", "TypeError: can't pickle\n  module objects")
+    with pytest.raises(ValueError):
+        ts.produced("  ", "x")
+
+
+def test_missing():
+    entries = ts.parse(SAMPLE)
+    assert ts.missing(entries, "TypeError: can't pickle module objects") == [entries[0]]
+
+
+def test_empty_block_rejected():
+    with pytest.raises(ValueError, match="empty message"):
+        ts.parse("### x\n**Message:**\n```\n \n```\n")
+
+
+def test_real_index_parses_and_is_substantial():
+    entries = ts.load(ROOT / "TROUBLESHOOTING.md")
+    assert len(entries) >= 15
+    assert len({e.message for e in entries}) == len(entries), "duplicate messages in the index"
