@@ -1,0 +1,714 @@
+"""Does it get faster? A training-throughput benchmark over replica counts.
+
+Why: the 2017 blog post promised that ``multi_gpu_model`` makes training faster
+with more GPUs.  This module measures it, honestly, on whatever the learner
+has, for three ways of training the same model on the same global batch:
+
+* ``one_device``: the whole global batch on a single device (the control:
+  what a bigger batch alone buys);
+* ``towers``: the Keras 2 style tower model, :func:`helpers.legacy.multi_gpu_model`
+  (needs >= 2 replicas, so it is "n/a" at 1);
+* ``mirrored``: ``tf.distribute.MirroredStrategy`` over the replica devices.
+
+Throughput is samples per second: the median of the timed steps after some
+warm-up steps (which include tracing), with the min and max.  Speed-up is the
+throughput divided by ``one_device``'s on the *same global batch*, so the effect
+of a bigger batch cancels out and only replication is compared; scaling
+efficiency is the speed-up divided by the number of devices the way used.  The
+naive "vs 1 replica" figure (divided by one device at 1 replica) is reported
+too: the difference between the two is what a bigger batch alone buys.
+
+The replica count is fixed once TensorFlow initialised its devices, so every
+replica count runs in its own child process (``python -m helpers.bench
+--child ...``), which measures all the ways for that count and prints one
+progress line per run.  The parent collects the results into a
+:class:`BenchReport` (table, CSV, plot, MirroredStrategy / towers ratio).
+
+CLI (``make bench``)::
+
+    python -m helpers.bench --out _output/bench [--replicas 1 2 4 8] [--steps 30]
+
+Be honest about the hardware: replicas that are logical devices carved out of
+one CPU or one GPU share the same cores, so the best possible speed-up is 1x
+and what you measure is the cost of replication; only N real GPUs can reach Nx
+(see :func:`speedup_limit`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Iterator, Optional, Sequence
+
+from . import config
+
+WAYS = ("one_device", "towers", "mirrored")
+WAY_LABELS = {
+    "one_device": "one device (same global batch)",
+    "towers": "towers (multi_gpu_model)",
+    "mirrored": "MirroredStrategy",
+}
+#: How replica devices were made (helpers.devices.replica_kind) when they are real, separate devices.
+REAL_KIND = "GPUs"
+_RESULT_MARK = "BENCH_RESULT_JSON "
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to measure.  Build one with :func:`make_config` (mode-aware defaults).
+
+    Attributes:
+        replicas: replica counts to measure (include 1 for the 'vs 1 replica' column).
+        ways: a subset of :data:`WAYS`; must contain ``"one_device"`` (the baseline).
+        steps: timed training steps per run (>= 1).
+        warmup: untimed steps first (>= 1; the first one traces the graph).
+        batch_per_replica: samples per replica per step; the global batch is
+            ``batch_per_replica * replicas``.
+        input_shape: image shape of the synthetic data (H, W, C).
+        width: filters of the small CNN (:func:`helpers.models.small_cnn`).
+        num_classes: classes of the synthetic labels.
+        policy: Keras dtype policy for the runs (``None``: leave the default).
+        timeout: seconds allowed for each child process.
+    """
+
+    replicas: tuple = (1, 2, 4)
+    ways: tuple = WAYS
+    steps: int = 15
+    warmup: int = 3
+    batch_per_replica: int = 64
+    input_shape: tuple = (8, 8, 1)
+    width: int = 16
+    num_classes: int = 10
+    policy: Optional[str] = None
+    timeout: float = 600.0
+
+    def validate(self) -> "BenchConfig":
+        """Return self, or raise ``ValueError`` saying which setting is wrong."""
+        reps = tuple(self.replicas)
+        if not reps:
+            raise ValueError("replicas must name at least one replica count, e.g. (1, 2, 4)")
+        for n in reps:
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"replica counts must be ints >= 1, got {n!r} in replicas={reps}")
+        if len(set(reps)) != len(reps):
+            raise ValueError(f"replica counts must not repeat, got {reps}")
+        ways = tuple(self.ways)
+        unknown = [w for w in ways if w not in WAYS]
+        if unknown or not ways:
+            raise ValueError(f"unknown way(s) {unknown or ways!r}; choose from {', '.join(WAYS)}")
+        if len(set(ways)) != len(ways):
+            raise ValueError(f"ways must not repeat, got {ways}")
+        if "one_device" not in ways:
+            raise ValueError("ways must include 'one_device': it is the baseline of the speed-up")
+        _check_positive_int("steps", self.steps, "timed steps (no steps, no measurement)")
+        _check_positive_int("warmup", self.warmup, "warm-up steps (the first step traces the graph)")
+        _check_positive_int("batch_per_replica", self.batch_per_replica, "samples per replica")
+        _check_positive_int("width", self.width, "filters")
+        if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) or self.num_classes < 2:
+            raise ValueError(f"num_classes must be an int >= 2, got {self.num_classes!r}")
+        shape = tuple(self.input_shape)
+        if len(shape) != 3 or not all(isinstance(d, int) and d >= 1 for d in shape):
+            raise ValueError(f"input_shape must be (height, width, channels) of positive ints, got {shape}")
+        if self.policy is not None and not isinstance(self.policy, str):
+            raise ValueError(f"policy must be a Keras dtype policy name or None, got {self.policy!r}")
+        if not isinstance(self.timeout, (int, float)) or self.timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
+        return self
+
+
+def _check_positive_int(name: str, value: object, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1 ({what}), got {value!r}")
+
+
+def make_config(**overrides) -> BenchConfig:
+    """A validated :class:`BenchConfig` with quick/full defaults, updated by ``overrides``.
+
+    Quick mode: an 8x8 input, 16 filters, 15 timed steps (seconds on 2 cores).
+    Full mode: a 32x32x3 input, 64 filters, 30 timed steps (a real GPU workload).
+    """
+    names = {f.name for f in fields(BenchConfig)}
+    bad = sorted(set(overrides) - names)
+    if bad:
+        raise ValueError(f"unknown setting(s) {bad}; known: {', '.join(sorted(names))}")
+    base = BenchConfig(
+        steps=config.pick(quick=15, full=30),
+        warmup=config.pick(quick=3, full=5),
+        batch_per_replica=config.pick(quick=64, full=256),
+        input_shape=config.pick(quick=(8, 8, 1), full=(32, 32, 3)),
+        width=config.pick(quick=16, full=64),
+    )
+    for key in ("replicas", "ways", "input_shape"):
+        if key in overrides and overrides[key] is not None and not isinstance(overrides[key], str):
+            overrides[key] = tuple(overrides[key])
+    return replace(base, **overrides).validate()
+
+
+# ---------------------------------------------------------------------------------------------
+# One measurement (runs in the process whose devices are already configured)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Measurement:
+    """Throughput of one way at one replica count (``samples_per_s`` is NaN when n/a)."""
+
+    way: str
+    replicas: int
+    devices_used: int
+    global_batch: int
+    samples_per_s: float
+    min_samples_per_s: float
+    max_samples_per_s: float
+    steps: int
+    devices: list = field(default_factory=list)
+    replica_kind: str = ""
+    policy: str = ""
+    note: str = ""
+
+    @property
+    def available(self) -> bool:
+        return math.isfinite(self.samples_per_s)
+
+
+def _not_available(way: str, devices: Sequence[str], cfg: BenchConfig, note: str) -> Measurement:
+    n = len(devices)
+    nan = float("nan")
+    return Measurement(way, n, 0, cfg.batch_per_replica * n, nan, nan, nan, 0, list(devices),
+                       _replica_kind(), cfg.policy or "", note)
+
+
+def _replica_kind() -> str:
+    from .devices import replica_kind
+
+    return replica_kind() or "unknown (ensure_devices was not called)"
+
+
+def step_throughputs(batch_end_times: Sequence[float], warmup: int, global_batch: int) -> list[float]:
+    """Samples/s of each timed step from the wall-clock times at which steps ended.
+
+    ``batch_end_times[i]`` is when step ``i`` finished; the first ``warmup`` steps
+    are not timed (step ``warmup`` is timed from the end of step ``warmup - 1``).
+    """
+    _check_positive_int("warmup", warmup, "warm-up steps")
+    _check_positive_int("global_batch", global_batch, "samples per step")
+    if len(batch_end_times) <= warmup:
+        raise ValueError(f"need more than warmup={warmup} step times to time anything, "
+                         f"got {len(batch_end_times)}")
+    timed = batch_end_times[warmup - 1:]
+    durations = [b - a for a, b in zip(timed, timed[1:])]
+    if any(d <= 0 for d in durations):
+        raise ValueError("step end times must be strictly increasing")
+    return [global_batch / d for d in durations]
+
+
+def _synthetic_batch(cfg: BenchConfig, global_batch: int):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = rng.random((global_batch, *cfg.input_shape), dtype="float32")
+    y = rng.integers(0, cfg.num_classes, size=global_batch).astype("int64")
+    return x, y
+
+
+def _build(cfg: BenchConfig):
+    from .models import small_cnn
+
+    return small_cnn(cfg.input_shape, cfg.num_classes, width=cfg.width, name="bench_cnn")
+
+
+def _compile(model) -> None:
+    import keras
+
+    # jit_compile=False everywhere: Keras would use XLA for one device on a GPU but never
+    # under tf.distribute, and the comparison must be between the ways, not the compilers.
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy",
+                  jit_compile=False)
+
+
+def _timed_fit(model, cfg: BenchConfig, global_batch: int) -> list[float]:
+    import keras
+    import tensorflow as tf
+
+    ends: list[float] = []
+
+    class _StepTimer(keras.callbacks.Callback):
+        # Overriding on_train_batch_end makes Keras hand over Python logs, i.e. wait for the step.
+        def on_train_batch_end(self, batch, logs=None):
+            ends.append(time.perf_counter())
+
+    x, y = _synthetic_batch(cfg, global_batch)
+    data = tf.data.Dataset.from_tensors((x, y)).repeat()  # one cached batch: no input cost
+    model.fit(data, steps_per_epoch=cfg.warmup + cfg.steps, epochs=1, verbose=0, shuffle=False,
+              callbacks=[_StepTimer()])
+    return step_throughputs(ends, cfg.warmup, global_batch)
+
+
+@contextlib.contextmanager
+def dtype_policy(name: Optional[str]) -> Iterator[None]:
+    """Set the global Keras dtype policy inside the block and restore the previous one after.
+
+    ``None`` leaves the policy alone.  Restoring matters: the policy is global, and a
+    notebook that leaves ``mixed_float16`` set changes every later model (Run All twice).
+    """
+    if name is None:
+        yield
+        return
+    import keras
+
+    previous = keras.mixed_precision.global_policy().name
+    keras.mixed_precision.set_global_policy(name)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
+def mixed_policy_for(devices: Sequence[str]) -> str:
+    """``"mixed_float16"`` when the replicas are GPUs, else ``"mixed_bfloat16"`` (CPUs)."""
+    if not devices:
+        raise ValueError("devices must name at least one device")
+    return "mixed_float16" if all("GPU" in d.upper() for d in devices) else "mixed_bfloat16"
+
+
+def measure(way: str, devices: Sequence[str], cfg: Optional[BenchConfig] = None) -> Measurement:
+    """Measure one way on ``devices`` (replica names from ``ensure_devices``) in this process.
+
+    Builds a fresh small CNN, trains it on one repeated synthetic global batch of
+    ``cfg.batch_per_replica * len(devices)`` samples, times ``cfg.steps`` steps after
+    ``cfg.warmup`` warm-up steps.  ``towers`` with one device returns an n/a measurement.
+    """
+    cfg = (cfg or make_config()).validate()
+    if way not in WAYS:
+        raise ValueError(f"unknown way {way!r}; choose from {', '.join(WAYS)}")
+    devices = list(devices)
+    if not devices:
+        raise ValueError("devices must name at least one replica device (0 replicas given)")
+    n = len(devices)
+    if way == "towers" and n < 2:
+        return _not_available(way, devices, cfg, "n/a: multi_gpu_model needs >= 2 replicas")
+    import keras
+    import tensorflow as tf
+
+    global_batch = cfg.batch_per_replica * n
+    used = devices
+    with dtype_policy(cfg.policy):
+        keras.utils.set_random_seed(0)
+        if way == "one_device":
+            used = devices[:1]
+            with tf.device(devices[0]):
+                model = _build(cfg)
+                _compile(model)
+                sps = _timed_fit(model, cfg, global_batch)
+        elif way == "towers":
+            from .legacy import multi_gpu_model
+
+            model = multi_gpu_model(_build(cfg), gpus=n)
+            _compile(model)
+            sps = _timed_fit(model, cfg, global_batch)
+        else:
+            strategy = tf.distribute.MirroredStrategy(devices)
+            with strategy.scope():
+                model = _build(cfg)
+                _compile(model)
+            sps = _timed_fit(model, cfg, global_batch)
+        policy = keras.mixed_precision.global_policy().name
+    return Measurement(way, n, len(used), global_batch, statistics.median(sps), min(sps), max(sps),
+                       len(sps), list(used), _replica_kind(), policy)
+
+
+def progress_line(m: Measurement) -> str:
+    """One human line for a finished run."""
+    head = f"[bench] {m.replicas} replica(s) | {WAY_LABELS.get(m.way, m.way):<31}"
+    if not m.available:
+        return f"{head} | {m.note}"
+    return (f"{head} | {m.samples_per_s:9.0f} samples/s (min {m.min_samples_per_s:.0f}, "
+            f"max {m.max_samples_per_s:.0f}) | global batch {m.global_batch} | {m.replica_kind} "
+            f"{', '.join(m.devices)}")
+
+
+def measure_all(replicas: int, cfg: Optional[BenchConfig] = None, echo: bool = True) -> list[Measurement]:
+    """Configure ``replicas`` devices in this process and measure every way of ``cfg``.
+
+    This is what each child process runs; call it directly only in a fresh process
+    (or one already configured for ``replicas`` devices).
+    """
+    cfg = (cfg or make_config()).validate()
+    _check_positive_int("replicas", replicas, "replica devices; 0 replicas cannot train")
+    from .devices import ensure_devices
+
+    devices = ensure_devices(replicas)
+    out = []
+    for way in cfg.ways:
+        m = measure(way, devices, cfg)
+        if echo:
+            print(progress_line(m), flush=True)
+        out.append(m)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent: one child process per replica count
+# ---------------------------------------------------------------------------------------------
+
+def _child_command(replicas: int, cfg: BenchConfig) -> list[str]:
+    return [sys.executable, "-m", "helpers.bench", "--child", str(replicas),
+            "--config-json", json.dumps(asdict(cfg))]
+
+
+def _child_env() -> dict:
+    from .subproc import _SCRUB  # the same scrubbed environment as helpers.subproc.run_python
+
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["KERAS_BACKEND"] = "tensorflow"
+    # The child must import *these* helpers even when started from another directory.
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def run_child(replicas: int, cfg: BenchConfig, echo: bool = True) -> list[Measurement]:
+    """Run :func:`measure_all` for ``replicas`` in a fresh Python process and return its results.
+
+    Progress lines are echoed as they arrive.  Raises ``RuntimeError`` with the child's
+    last error line if it fails or runs longer than ``cfg.timeout`` seconds.
+    """
+    _check_positive_int("replicas", replicas, "replica devices; 0 replicas cannot train")
+    cfg.validate()
+    results: Optional[list] = None
+    with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: a chatty child cannot block
+        proc = subprocess.Popen(_child_command(replicas, cfg), env=_child_env(), stdout=subprocess.PIPE,
+                                stderr=err, stdin=subprocess.DEVNULL, text=True)
+        killed = threading.Event()
+
+        def _stop() -> None:
+            killed.set()
+            proc.kill()
+
+        watchdog = threading.Timer(cfg.timeout, _stop)
+        watchdog.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:  # lines arrive as the child prints them
+                if line.startswith(_RESULT_MARK):
+                    results = json.loads(line[len(_RESULT_MARK):])
+                elif echo and line.strip():
+                    print(line.rstrip(), flush=True)
+            code = proc.wait()
+        finally:
+            watchdog.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        err.seek(0)
+        stderr = err.read()
+    if code != 0 or results is None:
+        if killed.is_set():
+            raise RuntimeError(f"benchmark child for {replicas} replica(s) ran longer than "
+                               f"timeout={cfg.timeout} s and was stopped")
+        lines = [ln for ln in stderr.splitlines() if ln.strip()]
+        last = next((ln for ln in reversed(lines) if not ln.startswith(" ")), "no error output")
+        raise RuntimeError(f"benchmark child for {replicas} replica(s) failed (exit code {code}): {last}")
+    return [Measurement(**r) for r in results]
+
+
+def configured_replicas() -> Optional[int]:
+    """How many replica devices ``ensure_devices`` configured in this process (None if it did not run)."""
+    from . import devices
+
+    configured = getattr(devices, "_configured", None)  # (n, names, kind) once ensure_devices ran
+    return None if configured is None else configured[0]
+
+
+def run_benchmark(cfg: Optional[BenchConfig] = None, echo: bool = True, reuse_this_process: bool = False,
+                  **overrides) -> "BenchReport":
+    """Measure every way of ``cfg`` at every replica count, one child process per count.
+
+    ``reuse_this_process=True`` measures the replica count this process is already
+    configured for (by ``ensure_devices``) right here instead of in a child: it is
+    the very configuration a child would create, and it saves a TensorFlow import.
+    ``overrides`` are passed to :func:`make_config` (e.g. ``replicas=(1, 2)``, ``steps=5``).
+    """
+    if cfg is not None and overrides:
+        raise ValueError("pass either cfg or keyword overrides, not both")
+    cfg = (cfg or make_config(**overrides)).validate()
+    here = configured_replicas() if reuse_this_process else None
+    start = time.perf_counter()
+    rows: list[Measurement] = []
+    for n in sorted(cfg.replicas):
+        if n == here:
+            if echo:
+                print(f"[bench] {n} replica(s): measuring in this process (already has {n} "
+                      "replica devices) ...", flush=True)
+            rows.extend(measure_all(n, cfg, echo=echo))
+            continue
+        if echo:
+            print(f"[bench] {n} replica(s): starting a child process ...", flush=True)
+        rows.extend(run_child(n, cfg, echo=echo))
+    report = BenchReport(rows, cfg, time.perf_counter() - start)
+    if echo:
+        print(f"[bench] done in {report.seconds:.1f} s")
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+# ---------------------------------------------------------------------------------------------
+
+def speedup_limit(kind: str, replicas: int) -> int:
+    """The best speed-up physically possible with ``replicas`` replicas made as ``kind``.
+
+    Real separate GPUs (``"GPUs"``): ``replicas``.  Logical devices split out of
+    one CPU or one GPU share the same hardware: 1.
+    """
+    _check_positive_int("replicas", replicas, "replica devices")
+    return replicas if kind == REAL_KIND else 1
+
+
+def explain_hardware(kind: str, replicas: int) -> str:
+    """A plain sentence saying what the measured speed-up can mean on this hardware."""
+    limit = speedup_limit(kind, replicas)
+    if kind == REAL_KIND:
+        return (f"{replicas} real GPU(s): each replica has its own chip, so up to {limit}x is "
+                "physically possible; the gap to it is communication and input cost.")
+    if "GPU" in kind:
+        return (f"{replicas} logical GPU(s) split out of ONE GPU: they share the same chip, so the "
+                "physical limit is 1x; anything below 1x is the cost of replication.")
+    return (f"{replicas} logical CPU device(s) split out of ONE CPU: they share the same cores, so the "
+            "physical limit is 1x; what you see is the overhead of replication, not a speed-up.")
+
+
+@dataclass
+class BenchReport:
+    """All measurements of one benchmark plus the derived speed-up and efficiency."""
+
+    measurements: list
+    config: BenchConfig
+    seconds: float = 0.0
+
+    def get(self, way: str, replicas: int) -> Measurement:
+        for m in self.measurements:
+            if m.way == way and m.replicas == replicas:
+                return m
+        raise ValueError(f"no measurement for way={way!r}, replicas={replicas}")
+
+    def baseline(self, replicas: int) -> float:
+        """Samples/s of ``one_device`` on the global batch of ``replicas`` replicas."""
+        value = self.get("one_device", replicas).samples_per_s
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"the one-device baseline at {replicas} replica(s) is not a positive "
+                             f"throughput: {value}")
+        return value
+
+    def rows(self) -> list[dict]:
+        """One dict per (way, replicas), ordered by way then replicas.
+
+        ``speed_up``: samples/s divided by one device's on the same global batch (so the
+        batch size cancels out and only replication is compared); ``efficiency``:
+        speed-up / devices used; ``vs_1_replica``: samples/s divided by one device's at
+        1 replica (the naive figure, which also contains the effect of a bigger batch).
+        """
+        order = {w: i for i, w in enumerate(WAYS)}
+        try:
+            first = self.baseline(1)
+        except ValueError:
+            first = float("nan")
+        out = []
+        for m in sorted(self.measurements, key=lambda m: (order.get(m.way, 99), m.replicas)):
+            nan = float("nan")
+            speed_up = m.samples_per_s / self.baseline(m.replicas) if m.available else nan
+            out.append({
+                "way": m.way, "replicas": m.replicas, "devices_used": m.devices_used,
+                "global_batch": m.global_batch, "samples_per_s": m.samples_per_s,
+                "min_samples_per_s": m.min_samples_per_s, "max_samples_per_s": m.max_samples_per_s,
+                "speed_up": speed_up,
+                "efficiency": speed_up / m.devices_used if m.available else nan,
+                "speedup_limit": speedup_limit(m.replica_kind, m.devices_used) if m.available else "",
+                "vs_1_replica": m.samples_per_s / first if m.available else nan,
+                "timed_steps": m.steps, "replica_kind": m.replica_kind, "policy": m.policy,
+                "devices": " ".join(m.devices), "note": m.note,
+            })
+        return out
+
+    def mirrored_vs_towers(self) -> dict:
+        """``{replicas: MirroredStrategy samples/s / towers samples/s}`` where both were measured."""
+        out = {}
+        for n in sorted(self.config.replicas):
+            try:
+                mir, tow = self.get("mirrored", n), self.get("towers", n)
+            except ValueError:
+                continue
+            if mir.available and tow.available:
+                out[n] = mir.samples_per_s / tow.samples_per_s
+        return out
+
+    def device_lines(self) -> list[str]:
+        """Where each replica count ran, as reported by its child process."""
+        out = []
+        for n in sorted({m.replicas for m in self.measurements}):
+            mine = [m for m in self.measurements if m.replicas == n]
+            widest = max(mine, key=lambda m: len(m.devices))
+            out.append(f"{n} replica(s): {widest.replica_kind} -> {', '.join(widest.devices)}")
+        return out
+
+    def table(self) -> str:
+        """The results as a fixed-width text table."""
+        head = (f"{'way':<31} {'replicas':>8} {'batch':>6} {'samples/s':>10} {'min-max':>15} "
+                f"{'speed-up':>8} {'efficiency':>10} {'limit':>6} {'vs 1 replica':>12}")
+        lines = [head, "-" * len(head)]
+        for r in self.rows():
+            label = WAY_LABELS.get(r["way"], r["way"])
+            if not math.isfinite(r["samples_per_s"]):
+                lines.append(f"{label:<31} {r['replicas']:>8} {r['global_batch']:>6} {'n/a':>10}   {r['note']}")
+                continue
+            rng = f"{r['min_samples_per_s']:.0f}-{r['max_samples_per_s']:.0f}"
+            lines.append(f"{label:<31} {r['replicas']:>8} {r['global_batch']:>6} {r['samples_per_s']:>10.0f} "
+                         f"{rng:>15} {r['speed_up']:>7.2f}x {r['efficiency']:>10.2f} {r['speedup_limit']:>5}x "
+                         f"{r['vs_1_replica']:>11.2f}x")
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        """Table, devices, the MirroredStrategy / towers ratio and what the hardware allows."""
+        parts = [self.table(), "", "devices (from the child processes):"]
+        parts += [f"  {line}" for line in self.device_lines()]
+        ratio = self.mirrored_vs_towers()
+        if ratio:
+            parts.append("MirroredStrategy / towers throughput: " +
+                         ", ".join(f"{r:.2f}x at {n} replicas" for n, r in ratio.items()))
+        for n in sorted({m.replicas for m in self.measurements if m.replicas > 1}):
+            kind = next(m.replica_kind for m in self.measurements if m.replicas == n)
+            parts.append(explain_hardware(kind, n))
+        return "\n".join(parts)
+
+    def to_csv(self, path) -> Path:
+        """Write :meth:`rows` as CSV (creating the folder) and return the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = self.rows()
+        with path.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        return path
+
+    def plot(self, axes=None):
+        """Samples/s and speed-up against replicas, one line per way, with the ideal lines.
+
+        Returns the matplotlib Figure.
+        """
+        import matplotlib.pyplot as plt
+
+        if axes is None:
+            fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        fig = axes[0].figure
+        rows = [r for r in self.rows() if math.isfinite(r["samples_per_s"])]
+        reps = sorted(self.config.replicas)
+        for way in WAYS:
+            mine = [r for r in rows if r["way"] == way]
+            if not mine:
+                continue
+            xs = [r["replicas"] for r in mine]
+            ys = [r["samples_per_s"] for r in mine]
+            err = [[y - r["min_samples_per_s"] for y, r in zip(ys, mine)],
+                   [r["max_samples_per_s"] - y for y, r in zip(ys, mine)]]
+            axes[0].errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=WAY_LABELS[way])
+            axes[1].plot(xs, [r["speed_up"] for r in mine], marker="o", label=WAY_LABELS[way])
+        axes[1].plot(reps, reps, "k--", lw=1, label="ideal on N real GPUs (Nx)")
+        if any(m.replica_kind != REAL_KIND for m in self.measurements):
+            axes[1].axhline(1.0, color="grey", ls=":", lw=1.5, label="limit on shared hardware (1x)")
+        axes[0].set(title="Training throughput (median, min-max)", xlabel="replicas",
+                    ylabel="samples / s")
+        axes[1].set(title="Speed-up vs one device on the same global batch", xlabel="replicas",
+                    ylabel="speed-up")
+        for ax in axes:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(reps, [str(n) for n in reps])
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        kinds = ", ".join(sorted({m.replica_kind for m in self.measurements}))
+        fig.suptitle(f"Does it get faster? ({kinds})", fontsize=10)
+        fig.tight_layout()
+        return fig
+
+
+def write_outputs(report: BenchReport, out_dir) -> dict:
+    """Write ``bench.csv`` and ``bench.png`` into ``out_dir``; return both paths."""
+    import matplotlib
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = report.to_csv(out / "bench.csv")
+    if "matplotlib.pyplot" not in sys.modules:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = report.plot()
+    png_path = out / "bench.png"
+    fig.savefig(png_path, dpi=120)
+    plt.close(fig)
+    return {"csv": csv_path, "png": png_path}
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------------------------
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m helpers.bench",
+                                description="Training throughput: one device vs towers vs MirroredStrategy.")
+    p.add_argument("--out", help="folder for bench.csv and bench.png (e.g. _output/bench)")
+    p.add_argument("--replicas", type=int, nargs="+", help="replica counts (must include 1); default 1 2 4")
+    p.add_argument("--ways", nargs="+", help=f"subset of {' '.join(WAYS)} (one_device is required)")
+    p.add_argument("--steps", type=int, help="timed steps per run")
+    p.add_argument("--warmup", type=int, help="untimed warm-up steps per run")
+    p.add_argument("--batch-per-replica", type=int, help="samples per replica per step")
+    p.add_argument("--policy", help="Keras dtype policy, e.g. mixed_float16")
+    p.add_argument("--quick", action="store_true", help="force quick-mode defaults (small and short)")
+    p.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--config-json", help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.child is not None:  # inside a child process: measure, then hand results back
+        cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v
+                             for k, v in json.loads(args.config_json).items()})
+        results = measure_all(args.child, cfg)
+        print(_RESULT_MARK + json.dumps([asdict(m) for m in results]), flush=True)
+        return 0
+    if not args.out:
+        raise SystemExit("error: --out DIR is required (where bench.csv and bench.png go)")
+    if args.quick:
+        os.environ[config.ENV_VAR] = "quick"
+    overrides = {k: v for k, v in {
+        "replicas": args.replicas, "ways": args.ways, "steps": args.steps, "warmup": args.warmup,
+        "batch_per_replica": args.batch_per_replica, "policy": args.policy}.items() if v is not None}
+    try:
+        cfg = make_config(**overrides)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+    print(f"[bench] mode {config.mode()}: replicas {cfg.replicas}, ways {', '.join(cfg.ways)}, "
+          f"{cfg.steps} timed steps after {cfg.warmup} warm-up, {cfg.batch_per_replica} samples per replica")
+    report = run_benchmark(cfg)
+    print(report.summary())
+    paths = write_outputs(report, args.out)
+    print(f"wrote {paths['csv']} and {paths['png']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
