@@ -47,6 +47,21 @@ def replica_devices() -> list[str]:
     return [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
 
 
+def slice_sizes(rows: int, parts: int) -> list[int]:
+    """How ``multi_gpu_model`` cut a batch of ``rows`` rows into ``parts`` tower slices.
+
+    Every tower gets ``rows // parts`` rows and the last one also takes the
+    remainder: 10 rows on 3 towers -> [3, 3, 4]; 1 row on 2 towers -> [0, 1].
+    (MirroredStrategy splits differently: :func:`helpers.strategy.replica_split`.)
+    """
+    if not _is_int(rows) or rows < 0:
+        raise ValueError(f"rows must be an int >= 0, got {rows!r}")
+    if not _is_int(parts) or parts < 1:
+        raise ValueError(f"parts must be an int >= 1, got {parts!r}")
+    step = rows // parts
+    return [step] * (parts - 1) + [rows - step * (parts - 1)]
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

@@ -215,3 +215,24 @@ except ValueError as e:
     jax_run = run_python(code, env={"KERAS_BACKEND": "jax", **hide_gpus}, echo=False)
     assert jax_run.ok, jax_run.stderr[-2000:]
     assert "only available with the TensorFlow backend" in jax_run.stdout
+
+
+def test_slice_sizes():
+    from helpers.legacy import slice_sizes
+
+    assert slice_sizes(10, 3) == [3, 3, 4]
+    assert slice_sizes(1, 2) == [0, 1]
+    assert slice_sizes(64, 2) == [32, 32]
+    assert slice_sizes(0, 2) == [0, 0]
+    for bad in [(-1, 2), (3, 0), (2.0, 2), (3, True)]:
+        with pytest.raises(ValueError):
+            slice_sizes(*bad)
+
+
+def test_slice_sizes_match_the_wrapper(keras):
+    from helpers.legacy import slice_sizes
+
+    parallel = multi_gpu_model(_cnn(keras))
+    for rows in (2, 7, 10):
+        x = np.zeros((rows, 3), "float32")
+        assert [int(parallel._slice(x, i, 2).shape[0]) for i in range(2)] == slice_sizes(rows, 2)
