@@ -1,0 +1,669 @@
+"""Start a multi-worker training job on this machine: one process per worker, each with its ``TF_CONFIG``.
+
+Why: ``tf.distribute.MultiWorkerMirroredStrategy`` needs several *processes* that
+find each other through a cluster spec.  On a real cluster a scheduler (Slurm,
+Kubernetes, a cloud job) starts them, one per host.  In a lesson we start them
+ourselves on 127.0.0.1 with free ports - and must never leave one behind, even
+when a cell fails.  This module does exactly that and nothing more: build and
+check the cluster spec, start the processes (each in its own process group),
+collect their logs, stop them all (``SIGKILL`` of the whole group) on error,
+timeout, ``with``-block exit or interpreter exit.  The training itself is plain
+TensorFlow in the worker script.
+
+From a notebook::
+
+    from helpers import cluster
+    result = cluster.run(["-m", "helpers.workers.mwms_train", "--epochs", "3"], n_workers=2)
+
+From a terminal (same options)::
+
+    python -m helpers.cluster --workers 2 -m helpers.workers.mwms_train --epochs 3
+    python -m helpers.cluster --workers 2 my_train.py --lr 0.01
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Optional, Sequence, Union
+
+HOST = "127.0.0.1"
+#: Job names MultiWorkerMirroredStrategy understands ("ps" is for ParameterServerStrategy).
+JOBS = ("chief", "worker", "evaluator", "ps")
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+#: Lines of TensorFlow's C++ logging (absl format) hidden from log displays by default.
+NOISE_RE = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messages before absl::InitializeLog)")
+_EXC_RE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?")
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ClusterSpecError(ValueError):
+    """The cluster spec (or TF_CONFIG) is malformed; the message says which entry and why."""
+
+
+class PortBusyError(OSError):
+    """A port of the cluster spec is already taken on this machine."""
+
+
+class WorkerFailedError(RuntimeError):
+    """At least one worker exited with a non-zero code; the message quotes each failure."""
+
+    def __init__(self, message: str, result: "ClusterResult"):
+        super().__init__(message)
+        self.result = result
+
+
+class ClusterTimeoutError(TimeoutError):
+    """The workers did not finish (or print the awaited line) in time; they were killed."""
+
+
+# --------------------------------------------------------------------------- cluster specs
+
+def _parse_address(addr: object, where: str) -> tuple[str, int]:
+    if not isinstance(addr, str) or ":" not in addr:
+        raise ClusterSpecError(f"{where}: expected 'host:port', got {addr!r}")
+    host, _, port_text = addr.rpartition(":")
+    if not host or any(c.isspace() for c in host):
+        raise ClusterSpecError(f"{where}: bad host in {addr!r}")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ClusterSpecError(f"{where}: port must be a number in {addr!r}") from None
+    if not 1 <= port <= 65535:
+        raise ClusterSpecError(f"{where}: port {port} out of range 1-65535 in {addr!r}")
+    return host, port
+
+
+def validate_cluster_spec(spec: object) -> dict[str, list[str]]:
+    """Check a cluster spec such as ``{"worker": ["127.0.0.1:12345", "127.0.0.1:12346"]}``.
+
+    Returns a normalised copy (job -> list of addresses).  Raises
+    :class:`ClusterSpecError` naming the offending entry: not a dict, unknown job
+    name, empty job, address not ``host:port``, port out of range, duplicate
+    address, more than one chief or evaluator, no chief/worker at all.
+    """
+    if not isinstance(spec, Mapping) or not spec:
+        raise ClusterSpecError(
+            f"cluster spec must be a non-empty dict like {{'worker': ['host:port', ...]}}, got {spec!r}")
+    out: dict[str, list[str]] = {}
+    seen: dict[tuple[str, int], str] = {}
+    for job, addrs in spec.items():
+        if job not in JOBS:
+            raise ClusterSpecError(f"unknown job name {job!r}; use one of {', '.join(JOBS)}")
+        if isinstance(addrs, str) or not isinstance(addrs, (list, tuple)) or not addrs:
+            raise ClusterSpecError(f"job {job!r} needs a non-empty list of 'host:port' strings, got {addrs!r}")
+        if job in ("chief", "evaluator") and len(addrs) != 1:
+            raise ClusterSpecError(f"job {job!r} must have exactly one task, got {len(addrs)}")
+        for i, addr in enumerate(addrs):
+            host, port = _parse_address(addr, f"{job}[{i}]")
+            key = (host.lower().replace("localhost", "127.0.0.1"), port)
+            if key in seen:
+                raise ClusterSpecError(f"{job}[{i}] {addr!r} duplicates {seen[key]}: every task needs its own port")
+            seen[key] = f"{job}[{i}]"
+        out[job] = list(addrs)
+    if "worker" not in out and "chief" not in out:
+        raise ClusterSpecError("cluster spec needs a 'worker' (or 'chief') job")
+    return out
+
+
+def tf_config(spec: Mapping, task_type: str = "worker", task_index: int = 0) -> str:
+    """The ``TF_CONFIG`` JSON string for one task of ``spec`` (what each host must export)."""
+    spec = validate_cluster_spec(spec)
+    if task_type not in spec:
+        raise ClusterSpecError(f"task type {task_type!r} is not a job of this cluster ({', '.join(spec)})")
+    if isinstance(task_index, bool) or not isinstance(task_index, int) or \
+            not 0 <= task_index < len(spec[task_type]):
+        raise ClusterSpecError(
+            f"task index {task_index!r} out of range for job {task_type!r} with {len(spec[task_type])} task(s)")
+    return json.dumps({"cluster": spec, "task": {"type": task_type, "index": task_index}})
+
+
+def parse_tf_config(text: str) -> tuple[dict[str, list[str]], str, int]:
+    """Read a ``TF_CONFIG`` string back: (cluster spec, task type, task index), checked."""
+    try:
+        data = json.loads(text)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise ClusterSpecError(f"TF_CONFIG is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or "cluster" not in data or "task" not in data:
+        raise ClusterSpecError("TF_CONFIG must be a JSON object with 'cluster' and 'task' keys")
+    task = data["task"]
+    if not isinstance(task, dict) or "type" not in task or "index" not in task:
+        raise ClusterSpecError("TF_CONFIG 'task' must look like {'type': 'worker', 'index': 0}")
+    spec = validate_cluster_spec(data["cluster"])
+    tf_config(spec, task["type"], task["index"])  # range checks
+    return spec, task["type"], task["index"]
+
+
+def port_is_free(port: int, host: str = HOST) -> bool:
+    """True if a server could listen on ``host:port`` right now."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # like gRPC: TIME_WAIT is fine
+        try:
+            s.bind((host.strip("[]"), port))
+            s.listen(1)
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(n: int, host: str = HOST) -> list[int]:
+    """``n`` distinct ports that are free now (the OS picks them; a tiny race window remains)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def local_cluster_spec(n_workers: int = 2, host: str = HOST,
+                       ports: Optional[Sequence[int]] = None) -> dict[str, list[str]]:
+    """``{"worker": ["127.0.0.1:p0", ...]}`` with ``n_workers`` free (or the given) ports."""
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+        raise ValueError(f"n_workers must be a positive int, got {n_workers!r}")
+    if ports is None:
+        ports = free_ports(n_workers, host)
+    ports = list(ports)
+    if len(ports) != n_workers:
+        raise ClusterSpecError(f"got {len(ports)} port(s) for {n_workers} worker(s)")
+    return validate_cluster_spec({"worker": [f"{host}:{p}" for p in ports]})
+
+
+def check_ports_free(spec: Mapping) -> None:
+    """Raise :class:`PortBusyError` listing every local address of ``spec`` that is taken."""
+    busy = []
+    for job, addrs in validate_cluster_spec(spec).items():
+        for i, addr in enumerate(addrs):
+            host, port = _parse_address(addr, f"{job}[{i}]")
+            if host in LOCAL_HOSTS and not port_is_free(port, host.replace("localhost", HOST)):
+                busy.append(f"{job}[{i}] {addr}")
+    if busy:
+        raise PortBusyError(
+            f"port(s) already in use on this machine: {', '.join(busy)}. Another program (or the workers "
+            "of an earlier run) is listening there. Pick free ports with helpers.cluster.free_ports(n), "
+            "or leave ports=None to have them chosen for you.")
+
+
+def tasks_of(spec: Mapping) -> list[tuple[str, int]]:
+    """(task type, index) of every task, chief first: the order processes are started in."""
+    spec = validate_cluster_spec(spec)
+    order = sorted(spec, key=lambda j: JOBS.index(j))
+    return [(job, i) for job in order for i in range(len(spec[job]))]
+
+
+# --------------------------------------------------------------------------- logs
+
+def strip_noise(text: str) -> str:
+    """Drop TensorFlow's C++ log lines (``I0000 ...``, ``W0000 ...``) from ``text``."""
+    return "\n".join(ln for ln in text.splitlines() if not NOISE_RE.match(ln))
+
+
+def error_summary(log: str, max_chars: int = 400) -> str:
+    """The final exception of a Python traceback in ``log``, on one line ('' if none).
+
+    Multi-line messages are joined; the middle of a very long one is elided with `` ... ``.
+    """
+    lines = strip_noise(log).splitlines()
+    start = None
+    for i, ln in enumerate(lines):
+        if _EXC_RE.match(ln):
+            start = i
+    if start is None:
+        return ""
+    body = [lines[start].strip()]
+    for ln in lines[start + 1:]:
+        if ln.startswith("[") or ln.startswith("Traceback") or _EXC_RE.match(ln):
+            break
+        body.append(ln.strip())
+    text = body[0] if len(body) == 1 else f"{body[0]} ... {body[-1]}" if len(body) > 3 else " ".join(body)
+    return text if len(text) <= max_chars else text[: max_chars // 2] + " ... " + text[-max_chars // 2:]
+
+
+@dataclass
+class WorkerResult:
+    """One finished worker process: its task, exit code and log file."""
+
+    task_type: str
+    index: int
+    pid: int
+    returncode: Optional[int]
+    log_path: Path
+    stopped_by_launcher: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.task_type} {self.index}"
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def describe(self) -> str:
+        """``worker 1: exit 0`` / ``killed by SIGKILL`` / ``exit 1 - ValueError: ...``."""
+        rc = self.returncode
+        if rc is None:
+            return f"{self.name}: still running"
+        if rc < 0:
+            how = f"killed by {signal.Signals(-rc).name}"
+            return f"{self.name}: {how}" + (" (stopped by the launcher)" if self.stopped_by_launcher else "")
+        err = error_summary(self.log) if rc else ""
+        return f"{self.name}: exit {rc}" + (f" - {err}" if err else "")
+
+
+@dataclass
+class ClusterResult:
+    """What a multi-worker run left behind: every worker's exit code and log."""
+
+    workers: list[WorkerResult]
+    seconds: float
+    log_dir: Path
+    spec: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(w.returncode == 0 for w in self.workers)
+
+    @property
+    def returncodes(self) -> list[Optional[int]]:
+        return [w.returncode for w in self.workers]
+
+    def failure_message(self) -> str:
+        bad = [w for w in self.workers if w.returncode != 0]
+        return "; ".join(w.describe() for w in bad)
+
+    def raise_for_failure(self) -> "ClusterResult":
+        """Raise :class:`WorkerFailedError` (quoting each failed worker's error) unless all exited 0."""
+        if not self.ok:
+            raise WorkerFailedError(f"{len([w for w in self.workers if w.returncode])} of "
+                                    f"{len(self.workers)} worker(s) failed: {self.failure_message()}", self)
+        return self
+
+    def show_logs(self, tail: Optional[int] = 12, raw: bool = False, grep: Optional[str] = None) -> None:
+        """Print each worker's log: TF C++ noise hidden unless ``raw``, only lines matching the
+        ``grep`` regex, only the last ``tail`` lines (None: all, 0: just the exit status)."""
+        for w in self.workers:
+            text = w.log if raw else strip_noise(w.log)
+            lines = [ln for ln in text.splitlines() if ln.strip()]
+            if grep:
+                lines = [ln for ln in lines if re.search(grep, ln)]
+            cut = max(0, len(lines) - tail) if tail is not None else 0
+            print(f"----- {w.describe()}  (log: {w.log_path})")
+            if cut:
+                print(f"  ... {cut} earlier line(s)")
+            for ln in lines[cut:]:
+                print(f"  {ln}")
+
+
+# --------------------------------------------------------------------------- processes
+
+_LIVE: "weakref.WeakSet[LocalCluster]" = weakref.WeakSet()
+_PRCTL = None
+if sys.platform.startswith("linux"):
+    try:
+        import ctypes
+
+        _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # resolved in the parent, called in the child
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        _PRCTL = None
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec: keep it tiny
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the kernel kills us if the launcher dies
+
+
+@atexit.register
+def _stop_all() -> None:
+    for c in list(_LIVE):
+        c.stop()
+
+
+def visible_gpu_ids() -> list[str]:
+    """GPU ids this machine offers (``CUDA_VISIBLE_DEVICES`` if set, else ``nvidia-smi -L``), without TF."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g for g in (x.strip() for x in env.split(",")) if g and not g.startswith("-")]
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, ln in enumerate(ln for ln in out.splitlines() if ln.startswith("GPU "))]
+
+
+def gpu_assignment(n_tasks: int, gpus_per_worker: int, gpu_ids: Sequence[str]) -> list[str]:
+    """``CUDA_VISIBLE_DEVICES`` per task: ``-1`` (CPU only) or disjoint GPU groups.
+
+    Two processes must never share a GPU under MultiWorkerMirroredStrategy (NCCL
+    refuses duplicate devices, and each process would grab the GPU's memory).
+    """
+    if isinstance(gpus_per_worker, bool) or not isinstance(gpus_per_worker, int) or gpus_per_worker < 0:
+        raise ValueError(f"gpus_per_worker must be an int >= 0, got {gpus_per_worker!r}")
+    if gpus_per_worker == 0:
+        return ["-1"] * n_tasks
+    need = n_tasks * gpus_per_worker
+    if len(gpu_ids) < need:
+        raise ValueError(f"{n_tasks} worker(s) x {gpus_per_worker} GPU(s) need {need} GPUs, "
+                         f"this machine shows {len(gpu_ids)}; use gpus_per_worker=0 (CPU workers)")
+    return [",".join(gpu_ids[i * gpus_per_worker:(i + 1) * gpus_per_worker]) for i in range(n_tasks)]
+
+
+def _check_command(command: Union[str, Sequence[str]]) -> list[str]:
+    if isinstance(command, (str, os.PathLike)):
+        command = [os.fspath(command)]
+    command = list(command)
+    if not command or not all(isinstance(c, str) for c in command):
+        raise ValueError("command must be a script path or a list of strings, e.g. ['-m', 'pkg.train', '--lr', '0.1']")
+    if command[0] == "-m":
+        if len(command) < 2:
+            raise ValueError("'-m' must be followed by a module name")
+    elif command[0].endswith(".py") and not Path(command[0]).is_file():
+        raise ValueError(f"worker script not found: {command[0]}")
+    return command
+
+
+class LocalCluster:
+    """Worker processes on this machine, one per task of a cluster spec; a context manager.
+
+    Each process runs ``python <command>`` with its own ``TF_CONFIG``, its own
+    process group (so a kill reaches anything it started) and its output in
+    ``log_dir/<task>-<index>.log``.  Leaving the ``with`` block - normally, by an
+    exception or a keyboard interrupt - kills whatever is still running.
+    """
+
+    def __init__(self, command: Union[str, Sequence[str]], n_workers: int = 2, *,
+                 spec: Optional[Mapping] = None, ports: Optional[Sequence[int]] = None, host: str = HOST,
+                 env: Optional[Mapping[str, str]] = None, log_dir: Union[str, Path, None] = None,
+                 gpus_per_worker: int = 0, die_with_parent: bool = True):
+        self.command = _check_command(command)
+        if spec is not None and ports is not None:
+            raise ValueError("give either spec= or ports=, not both")
+        self.spec = validate_cluster_spec(spec) if spec is not None else local_cluster_spec(n_workers, host, ports)
+        for job, addrs in self.spec.items():
+            for i, addr in enumerate(addrs):
+                if _parse_address(addr, f"{job}[{i}]")[0] not in LOCAL_HOSTS:
+                    raise ClusterSpecError(
+                        f"{job}[{i}] {addr!r} is not on this machine. LocalCluster only starts local processes; "
+                        "on a real cluster start one process per host with its own TF_CONFIG (see tf_config()).")
+        self.tasks = tasks_of(self.spec)
+        self.cuda = gpu_assignment(len(self.tasks), gpus_per_worker,
+                                   visible_gpu_ids() if gpus_per_worker else [])
+        self.extra_env = {str(k): str(v) for k, v in (env or {}).items()}
+        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="cluster-logs-"))
+        self.die_with_parent = die_with_parent
+        self.procs: list[subprocess.Popen] = []
+        self._stopped: set[int] = set()
+        self._t0 = 0.0
+        self._offsets: dict[int, int] = {}
+
+    # -- lifecycle
+    def start(self) -> "LocalCluster":
+        if self.procs:
+            raise RuntimeError("this cluster was already started; create a new LocalCluster to run again")
+        check_ports_free(self.spec)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        base = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "KERAS_BACKEND", "XLA_FLAGS")}
+        base.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        base["PYTHONUNBUFFERED"] = "1"
+        base["PYTHONPATH"] = os.pathsep.join([str(_ROOT)] + [p for p in [base.get("PYTHONPATH")] if p])
+        _LIVE.add(self)
+        self._t0 = time.time()
+        try:
+            for (job, index), cuda in zip(self.tasks, self.cuda):
+                env = dict(base, TF_CONFIG=tf_config(self.spec, job, index), CUDA_VISIBLE_DEVICES=cuda,
+                           **self.extra_env)
+                with open(self.log_path(len(self.procs)), "wb") as log:
+                    self.procs.append(subprocess.Popen(
+                        [sys.executable, *self.command], env=env, stdout=log, stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL, start_new_session=True,
+                        preexec_fn=_die_with_parent if self.die_with_parent else None))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def log_path(self, i: int) -> Path:
+        job, index = self.tasks[i]
+        return self.log_dir / f"{job}-{index}.log"
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def alive(self) -> list[bool]:
+        return [p.poll() is None for p in self.procs]
+
+    def _select(self, worker: Union[None, int, Iterable[int]]) -> list[int]:
+        if worker is None:
+            return list(range(len(self.procs)))
+        idx = [worker] if isinstance(worker, int) else list(worker)
+        for i in idx:
+            if not 0 <= i < len(self.procs):
+                raise ValueError(f"no process {i}; this cluster has {len(self.procs)} (0..{len(self.procs) - 1})")
+        return idx
+
+    def kill(self, worker: Union[None, int, Iterable[int]] = None, sig: int = signal.SIGKILL) -> list[int]:
+        """Send ``sig`` (default SIGKILL: no cleanup, like a lost machine) to the process group(s).
+
+        ``worker``: process number(s) in start order (chief first), or None for all.
+        Returns the pids signalled.
+        """
+        hit = []
+        for i in self._select(worker):
+            p = self.procs[i]
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, sig)
+                    hit.append(p.pid)
+                except ProcessLookupError:
+                    pass
+        return hit
+
+    def stop(self) -> None:
+        """Kill everything still running (whole process groups) and reap it. Idempotent."""
+        for i, p in enumerate(self.procs):
+            if p.poll() is None:
+                self._stopped.add(i)
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # also reaches grandchildren left in the group
+            except (ProcessLookupError, PermissionError):
+                pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - a process in uninterruptible sleep
+                pass
+        _LIVE.discard(self)
+
+    # -- watching
+    def new_lines(self, i: int) -> list[str]:
+        """Complete log lines of process ``i`` written since the previous call."""
+        path = self.log_path(i)
+        if not path.exists():
+            return []
+        with open(path, "rb") as f:
+            f.seek(self._offsets.get(i, 0))
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1
+        self._offsets[i] = self._offsets.get(i, 0) + end
+        return chunk[:end].decode(errors="replace").splitlines()
+
+    def wait_for(self, pattern: str, timeout: float = 120, worker: int = 0, poll: float = 0.05) -> str:
+        """Block until process ``worker``'s log has a line matching ``pattern`` (regex); return that line.
+
+        Scans the whole log (a line printed before the call counts).  Raises
+        :class:`WorkerFailedError` if that process exits without such a line and
+        :class:`ClusterTimeoutError` after ``timeout`` s (everything is killed then).
+        """
+        if not self.procs:
+            raise RuntimeError("start the cluster first")
+        (i,) = self._select(worker)
+        rx = re.compile(pattern)
+        deadline, pos, pending = time.time() + timeout, 0, b""
+        while True:
+            exited = self.procs[i].poll() is not None  # before reading: nothing written later is missed
+            with open(self.log_path(i), "rb") as f:
+                f.seek(pos)
+                data = f.read()
+            pos += len(data)
+            lines = (pending + data).split(b"\n")
+            pending = lines.pop()
+            for raw in lines + ([pending] if exited else []):
+                line = raw.decode(errors="replace")
+                if rx.search(line):
+                    return line
+            if exited:
+                result = self.result()
+                raise WorkerFailedError(
+                    f"{result.workers[i].describe()} before printing a line matching {pattern!r}", result)
+            if time.time() > deadline:
+                self.stop()
+                raise ClusterTimeoutError(f"no line matching {pattern!r} from {self.tasks[i][0]} "
+                                          f"{self.tasks[i][1]} within {timeout} s; all workers killed")
+            time.sleep(poll)
+
+    def wait(self, timeout: float = 300, grace: float = 5.0, follow: bool = False) -> ClusterResult:
+        """Wait for every process to exit; return a :class:`ClusterResult` (never raises on failure).
+
+        Fail fast: once one process has exited with an error, the others get
+        ``grace`` seconds to finish (a peer of a dead worker usually hangs in
+        its next collective) and are then killed.  After ``timeout`` s every
+        process is killed and :class:`ClusterTimeoutError` is raised.
+        ``follow`` prints new log lines (TF noise hidden) while waiting.
+        """
+        if timeout <= 0 or grace < 0:
+            raise ValueError("timeout must be > 0 and grace >= 0")
+        if not self.procs:
+            raise RuntimeError("start the cluster first")
+        deadline, failed_at = time.time() + timeout, None
+        while True:
+            if follow:
+                self._print_new()
+            codes = [p.poll() for p in self.procs]
+            if all(c is not None for c in codes):
+                break
+            if failed_at is None and any(c not in (None, 0) for c in codes):
+                failed_at = time.time()
+            if failed_at is not None and time.time() - failed_at > grace:
+                self.stop()
+                break
+            if time.time() > deadline:
+                self.stop()
+                raise ClusterTimeoutError(
+                    f"workers still running after {timeout} s; all killed. Logs: {self.log_dir}\n"
+                    + self.result().failure_message())
+            time.sleep(0.05)
+        if follow:
+            self._print_new()
+        self.stop()
+        return self.result()
+
+    def _print_new(self) -> None:
+        for i in range(len(self.procs)):
+            for ln in self.new_lines(i):
+                if ln.strip() and not NOISE_RE.match(ln):
+                    tag = f"[{self.tasks[i][0]} {self.tasks[i][1]}]"
+                    print(ln if ln.startswith(tag) else f"{tag} {ln}", flush=True)
+
+    def result(self) -> ClusterResult:
+        return ClusterResult(
+            [WorkerResult(job, index, p.pid, p.poll(), self.log_path(i), i in self._stopped)
+             for i, ((job, index), p) in enumerate(zip(self.tasks, self.procs))],
+            time.time() - self._t0, self.log_dir, self.spec)
+
+
+def run(command: Union[str, Sequence[str]], n_workers: int = 2, *, timeout: float = 300, grace: float = 5.0,
+        check: bool = True, echo: bool = True, tail: Optional[int] = 12, **kwargs) -> ClusterResult:
+    """Start a :class:`LocalCluster`, wait for it, always clean up, print the logs.
+
+    ``check=True`` raises :class:`WorkerFailedError` if any worker failed (after
+    printing the logs).  Other keyword arguments go to :class:`LocalCluster`.
+    """
+    with LocalCluster(command, n_workers, **kwargs) as cluster:
+        result = cluster.wait(timeout=timeout, grace=grace)
+    if echo:
+        print(f"{len(result.workers)} worker(s) on {', '.join(a for v in result.spec.values() for a in v)} "
+              f"finished in {result.seconds:.1f} s")
+        result.show_logs(tail=tail)
+    return result.raise_for_failure() if check else result
+
+
+# --------------------------------------------------------------------------- command line
+
+def _split_argv(argv: Sequence[str], value_opts: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split ``[launcher options] (script.py | -m module) [its args]`` at the command."""
+    argv = list(argv)
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "-m" or not tok.startswith("-"):
+            return argv[:i], argv[i:]
+        i += 2 if tok in value_opts else 1
+    return argv, []
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.cluster",
+        usage="python -m helpers.cluster [options] (script.py | -m module) [args ...]",
+        description="Run a TF multi-worker script as N local worker processes (TF_CONFIG set for each). "
+                    "Logs stream to the terminal; everything is killed on error, timeout or Ctrl-C.",
+        epilog="examples:\n  python -m helpers.cluster --workers 2 -m helpers.workers.mwms_train --out /tmp/run\n"
+               "  python -m helpers.cluster --workers 2 train.py --lr 0.1",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=2, help="number of worker processes (default 2)")
+    parser.add_argument("--host", default=HOST, help=f"address to bind (default {HOST})")
+    parser.add_argument("--ports", default=None, help="comma-separated ports (default: free ones)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds before everything is killed")
+    parser.add_argument("--grace", type=float, default=5.0, help="seconds the others get after one worker fails")
+    parser.add_argument("--log-dir", default=None, help="where the <task>-<index>.log files go")
+    parser.add_argument("--gpus-per-worker", type=int, default=0, help="GPUs per worker (default 0: CPU)")
+    value_opts = [o for a in parser._actions if a.nargs is None and a.option_strings for o in a.option_strings]
+    own, command = _split_argv(sys.argv[1:] if argv is None else argv, value_opts)
+    args = parser.parse_args(own)
+    if not command:
+        parser.error("give a script or -m module to run")
+    try:
+        ports = [int(p) for p in args.ports.split(",")] if args.ports else None
+        cluster = LocalCluster(command, args.workers, ports=ports, host=args.host, log_dir=args.log_dir,
+                               gpus_per_worker=args.gpus_per_worker)
+        with cluster:
+            print(f"started {len(cluster.procs)} worker(s): {cluster.spec} - logs in {cluster.log_dir}", flush=True)
+            result = cluster.wait(timeout=args.timeout, grace=args.grace, follow=True)
+    except ClusterTimeoutError as exc:  # before OSError: TimeoutError is an OSError
+        print(f"timeout: {exc}", file=sys.stderr)
+        return 124
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for w in result.workers:
+        print(w.describe())
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,358 @@
+"""helpers.cluster (the local multi-worker launcher) and helpers.workers.
+
+The process tests use tiny Python scripts instead of TensorFlow workers: what is
+tested is the launcher (TF_CONFIG per worker, logs, fail-fast, cleanup), and
+lesson 07 runs the real TensorFlow workers end to end.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import cluster, workers
+from helpers.cluster import (ClusterSpecError, ClusterTimeoutError, LocalCluster, PortBusyError,
+                             WorkerFailedError)
+
+
+def _alive(pid: int) -> bool:
+    """True if ``pid`` is a running (not zombie) process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _all_gone(pids, within: float = 5.0) -> bool:
+    """True once none of ``pids`` runs (a SIGKILL is delivered asynchronously to non-children)."""
+    deadline = time.time() + within
+    while any(_alive(p) for p in pids):
+        if time.time() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _script(tmp_path, name, body):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(body))
+    return str(p)
+
+
+ECHO = """
+    import json, os
+    cfg = json.loads(os.environ["TF_CONFIG"])
+    print("task", cfg["task"]["type"], cfg["task"]["index"], "of", len(cfg["cluster"]["worker"]))
+    print("cuda", os.environ["CUDA_VISIBLE_DEVICES"], "backend", os.environ.get("KERAS_BACKEND"))
+"""
+
+# worker 0 fails at once; worker 1 starts a grandchild and then hangs (like a peer stuck in a collective)
+FAIL_AND_HANG = """
+    import json, os, subprocess, sys, time
+    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    if index == 0:
+        time.sleep(0.5)
+        raise ValueError("boom: worker 0 failed\\non two lines")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    print("grandchild", child.pid, flush=True)
+    time.sleep(120)
+"""
+
+SLEEPER = """
+    import os, sys, time
+    print("ready", os.getpid(), flush=True)
+    time.sleep(120)
+"""
+
+
+# ----------------------------------------------------------------------------- specs
+
+def test_validate_good_spec_is_normalised():
+    spec = cluster.validate_cluster_spec({"chief": ("localhost:2000",), "worker": ["127.0.0.1:2001", "h2:2002"]})
+    assert spec == {"chief": ["localhost:2000"], "worker": ["127.0.0.1:2001", "h2:2002"]}
+
+
+@pytest.mark.parametrize("spec, words", [
+    (["127.0.0.1:1"], "non-empty dict"),
+    ({}, "non-empty dict"),
+    ({"workers": ["127.0.0.1:1"]}, "unknown job name 'workers'"),
+    ({"worker": "127.0.0.1:1"}, "non-empty list"),
+    ({"worker": []}, "non-empty list"),
+    ({"worker": ["127.0.0.1"]}, r"worker\[0\]: expected 'host:port'"),
+    ({"worker": ["127.0.0.1:http"]}, "port must be a number"),
+    ({"worker": ["127.0.0.1:0"]}, "out of range"),
+    ({"worker": ["127.0.0.1:70000"]}, "out of range"),
+    ({"worker": [":80"]}, "bad host"),
+    ({"worker": ["127.0.0.1:5000", "localhost:5000"]}, r"worker\[1\] 'localhost:5000' duplicates worker\[0\]"),
+    ({"chief": ["a:1", "b:2"], "worker": ["c:3"]}, "exactly one task"),
+    ({"ps": ["a:1"]}, "needs a 'worker'"),
+])
+def test_bad_specs_get_clear_errors(spec, words):
+    with pytest.raises(ClusterSpecError, match=words):
+        cluster.validate_cluster_spec(spec)
+    assert issubclass(ClusterSpecError, ValueError)
+
+
+def test_tf_config_round_trip_and_errors():
+    spec = {"worker": ["127.0.0.1:5000", "127.0.0.1:5001"]}
+    text = cluster.tf_config(spec, "worker", 1)
+    assert json.loads(text) == {"cluster": spec, "task": {"type": "worker", "index": 1}}
+    assert cluster.parse_tf_config(text) == (spec, "worker", 1)
+    with pytest.raises(ClusterSpecError, match="out of range"):
+        cluster.tf_config(spec, "worker", 2)
+    with pytest.raises(ClusterSpecError, match="not a job"):
+        cluster.tf_config(spec, "chief", 0)
+    with pytest.raises(ClusterSpecError, match="not valid JSON"):
+        cluster.parse_tf_config("{worker: 1}")
+    with pytest.raises(ClusterSpecError, match="'cluster' and 'task'"):
+        cluster.parse_tf_config('{"cluster": {"worker": ["a:1"]}}')
+
+
+def test_tasks_start_chief_first():
+    assert cluster.tasks_of({"worker": ["a:1", "b:2"], "chief": ["c:3"]}) == [
+        ("chief", 0), ("worker", 0), ("worker", 1)]
+
+
+def test_free_ports_are_distinct_and_free():
+    ports = cluster.free_ports(3)
+    assert len(set(ports)) == 3 and all(cluster.port_is_free(p) for p in ports)
+    spec = cluster.local_cluster_spec(2)
+    assert len(spec["worker"]) == 2 and all(a.startswith("127.0.0.1:") for a in spec["worker"])
+    with pytest.raises(ValueError):
+        cluster.free_ports(0)
+    with pytest.raises(ClusterSpecError, match="2 port"):
+        cluster.local_cluster_spec(3, ports=[1234, 1235])
+
+
+def test_busy_port_is_reported_before_anything_starts(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        assert not cluster.port_is_free(port)
+        with pytest.raises(PortBusyError, match=rf"worker\[1\] 127.0.0.1:{port}.*already in use|in use.*{port}"):
+            cluster.check_ports_free({"worker": [f"127.0.0.1:{cluster.free_ports(1)[0]}", f"127.0.0.1:{port}"]})
+        c = LocalCluster(_script(tmp_path, "w.py", SLEEPER), ports=[cluster.free_ports(1)[0], port])
+        with pytest.raises(PortBusyError, match="free_ports"):
+            c.start()
+        assert c.procs == []
+
+
+def test_cluster_refuses_remote_hosts_and_bad_commands(tmp_path):
+    with pytest.raises(ClusterSpecError, match="not on this machine"):
+        LocalCluster(["-c", "pass"], spec={"worker": ["gpu-node1:2222", "gpu-node2:2222"]})
+    with pytest.raises(ValueError, match="not found"):
+        LocalCluster(str(tmp_path / "missing.py"))
+    with pytest.raises(ValueError, match="list of strings"):
+        LocalCluster([])
+    with pytest.raises(ValueError, match="module name"):
+        LocalCluster(["-m"])
+    with pytest.raises(ValueError, match="either spec= or ports="):
+        LocalCluster(["-c", "pass"], spec={"worker": ["127.0.0.1:1"]}, ports=[1])
+
+
+def test_gpu_assignment():
+    assert cluster.gpu_assignment(2, 0, []) == ["-1", "-1"]
+    assert cluster.gpu_assignment(2, 1, ["0", "1", "2"]) == ["0", "1"]
+    assert cluster.gpu_assignment(2, 2, ["0", "1", "2", "3"]) == ["0,1", "2,3"]
+    with pytest.raises(ValueError, match="need 2 GPUs"):
+        cluster.gpu_assignment(2, 1, ["0"])
+    with pytest.raises(ValueError, match=">= 0"):
+        cluster.gpu_assignment(2, -1, [])
+
+
+def test_visible_gpu_ids_reads_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert cluster.visible_gpu_ids() == ["2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert cluster.visible_gpu_ids() == []
+
+
+# ----------------------------------------------------------------------------- logs
+
+def test_error_summary_and_noise():
+    log = textwrap.dedent("""\
+        I0000 00:00:1795962645.553183    5863 cuda_platform.cc:52] noise
+        [worker 0] started
+        Traceback (most recent call last):
+          File "x.py", line 1, in <module>
+        ValueError: Attempt to convert a value (PerReplica:{
+          0: <tf.Tensor ...>
+          1: more
+        }) with an unsupported type (PerReplica) to a Tensor.
+        """)
+    assert "I0000" not in cluster.strip_noise(log) and "[worker 0] started" in cluster.strip_noise(log)
+    assert cluster.error_summary(log) == ("ValueError: Attempt to convert a value (PerReplica:{ ... }) "
+                                          "with an unsupported type (PerReplica) to a Tensor.")
+    assert cluster.error_summary("all good\n") == ""
+    assert cluster.error_summary("KeyError: 'x'") == "KeyError: 'x'"
+
+
+# ----------------------------------------------------------------------------- processes
+
+def test_run_gives_each_worker_its_tf_config(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KERAS_BACKEND", "jax")  # a notebook's backend must not leak into workers
+    result = cluster.run(_script(tmp_path, "echo.py", ECHO), 3, log_dir=tmp_path / "logs", timeout=60)
+    assert result.ok and result.returncodes == [0, 0, 0]
+    for i, w in enumerate(result.workers):
+        assert f"task worker {i} of 3" in w.log
+        assert "cuda -1 backend None" in w.log
+        assert w.log_path == tmp_path / "logs" / f"worker-{i}.log"
+    out = capsys.readouterr().out
+    assert "3 worker(s) on 127.0.0.1:" in out and "worker 2: exit 0" in out
+
+
+def test_failing_worker_stops_the_others_and_leaves_no_orphans(tmp_path, capsys):
+    t0 = time.time()
+    with pytest.raises(WorkerFailedError, match="worker 0: exit 1 - ValueError: boom") as info:
+        cluster.run(_script(tmp_path, "fail.py", FAIL_AND_HANG), 2, grace=0.5, timeout=60)
+    assert time.time() - t0 < 30  # fail fast, not the 120 s the other worker would sleep
+    result = info.value.result
+    assert result.returncodes[0] == 1 and result.returncodes[1] == -signal.SIGKILL
+    assert result.workers[1].stopped_by_launcher
+    assert "stopped by the launcher" in result.workers[1].describe()
+    grandchild = int(result.workers[1].log.split("grandchild")[1].split()[0])
+    assert _all_gone([w.pid for w in result.workers] + [grandchild])
+    assert "boom" in capsys.readouterr().out  # the logs were shown
+
+
+def test_exception_in_with_block_kills_workers(tmp_path):
+    with pytest.raises(RuntimeError, match="cell failed"):
+        with LocalCluster(_script(tmp_path, "s.py", SLEEPER), 2) as c:
+            c.wait_for("ready", worker=1, timeout=30)
+            pids = c.pids
+            assert all(_alive(p) for p in pids)
+            raise RuntimeError("cell failed")
+    assert _all_gone(pids)
+
+
+def test_timeout_kills_everything(tmp_path):
+    c = LocalCluster(_script(tmp_path, "s.py", SLEEPER), 2).start()
+    with pytest.raises(ClusterTimeoutError, match="all killed"):
+        c.wait(timeout=1.0)
+    assert _all_gone(c.pids)
+
+
+def test_wait_for_kill_and_result(tmp_path):
+    with LocalCluster(_script(tmp_path, "s.py", SLEEPER), 2) as c:
+        line = c.wait_for(r"ready \d+", timeout=30)
+        assert line == f"ready {c.pids[0]}"
+        assert c.kill(1) == [c.pids[1]]
+        result = c.wait(timeout=30, grace=0.2)
+    assert result.returncodes == [-signal.SIGKILL, -signal.SIGKILL]
+    assert "killed by SIGKILL" in result.workers[1].describe()
+    assert not result.workers[1].stopped_by_launcher and result.workers[0].stopped_by_launcher
+    with pytest.raises(WorkerFailedError, match="2 of 2"):
+        result.raise_for_failure()
+    with pytest.raises(ValueError, match="no process 5"):
+        c.kill(5)
+
+
+def test_wait_for_reports_a_worker_that_exits_first(tmp_path):
+    with LocalCluster(["-c", "print('bye')"], 1) as c:
+        with pytest.raises(WorkerFailedError, match="exit 0 before printing a line matching 'never'"):
+            c.wait_for("never", timeout=30)
+    with LocalCluster(_script(tmp_path, "s.py", SLEEPER), 1) as c:
+        with pytest.raises(ClusterTimeoutError, match="within 0.5 s"):
+            c.wait_for("never", timeout=0.5)
+        assert c.alive() == [False]
+
+
+def test_cluster_runs_once_and_needs_start(tmp_path):
+    c = LocalCluster(["-c", "pass"], 1)
+    with pytest.raises(RuntimeError, match="start the cluster first"):
+        c.wait()
+    c.start()
+    c.wait(timeout=30)
+    with pytest.raises(RuntimeError, match="already started"):
+        c.start()
+    with pytest.raises(ValueError, match="timeout"):
+        c.wait(timeout=0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_workers_die_with_a_killed_launcher(tmp_path):
+    """A kernel that is killed outright (no cleanup code runs) must not leave workers behind."""
+    pidfile = tmp_path / "pids.json"
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import json, time
+        from helpers.cluster import LocalCluster
+        c = LocalCluster({_script(tmp_path, "s.py", SLEEPER)!r}, 2).start()
+        c.wait_for("ready", worker=1, timeout=30)
+        open({str(pidfile)!r}, "w").write(json.dumps(c.pids))
+        time.sleep(120)
+        """)], cwd=str(Path(cluster.__file__).parent.parent))
+    try:
+        deadline = time.time() + 60
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.time() < deadline and parent.poll() is None
+            time.sleep(0.1)
+        pids = json.loads(pidfile.read_text())
+        assert all(_alive(p) for p in pids)
+        parent.kill()
+        parent.wait()
+        deadline = time.time() + 10
+        while any(_alive(p) for p in pids) and time.time() < deadline:
+            time.sleep(0.1)
+        assert _all_gone(pids)
+    finally:
+        parent.kill()
+        for p in json.loads(pidfile.read_text() or "[]") if pidfile.exists() else []:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+# ----------------------------------------------------------------------------- command line
+
+def test_cli_runs_a_script(tmp_path, capsys):
+    rc = cluster.main(["--workers", "2", "--log-dir", str(tmp_path), _script(tmp_path, "e.py", ECHO)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "[worker 1] task worker 1 of 2" in out and "worker 1: exit 0" in out
+
+
+def test_cli_module_and_arguments(tmp_path, capsys):
+    rc = cluster.main(["--workers", "1", "-m", "json.tool", "--help"])
+    assert rc == 0 and "usage" in capsys.readouterr().out.lower()
+
+
+def test_cli_errors(tmp_path, capsys):
+    assert cluster.main(["--workers", "2", "--ports", "5000,5000", _script(tmp_path, "e.py", ECHO)]) == 2
+    assert "duplicates" in capsys.readouterr().err
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        assert cluster.main(["--workers", "1", "--ports", str(port), _script(tmp_path, "e.py", ECHO)]) == 2
+        assert "already in use" in capsys.readouterr().err
+    assert cluster.main(["--workers", "2", "--grace", "0.2", _script(tmp_path, "f.py", FAIL_AND_HANG)]) == 1
+    assert "ValueError: boom" in capsys.readouterr().out
+    assert cluster.main(["--timeout", "1", _script(tmp_path, "s.py", SLEEPER)]) == 124
+    with pytest.raises(SystemExit):
+        cluster.main(["--workers", "2"])
+
+
+# ----------------------------------------------------------------------------- worker scripts
+
+def test_worker_scripts_are_found_and_shown(capsys):
+    assert workers.path("mwms_train").name == "mwms_train.py"
+    assert workers.module("mwms_train") == ["-m", "helpers.workers.mwms_train"]
+    src = workers.source("mwms_train", "make_train_step", "backup_manager")
+    assert "def make_train_step" in src and "def backup_manager" in src and "def main" not in src
+    workers.show("mwms_train", "dataset_fn")
+    assert "ds.shard(" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="known: mwms_train"):
+        workers.path("nope")
+    with pytest.raises(ValueError, match="module names"):
+        workers.path("../etc")
+    with pytest.raises(ValueError, match="no top-level not_there"):
+        workers.source("mwms_train", "not_there")
