@@ -1,0 +1,239 @@
+"""helpers.bench: configuration checks, the arithmetic, in-process runs, child processes and the CLI."""
+
+import csv
+import math
+import sys
+
+import pytest
+
+from helpers import bench
+
+TINY = dict(steps=2, warmup=1, batch_per_replica=8, input_shape=(4, 4, 1), width=2)
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+def test_make_config_defaults_are_valid_and_mode_aware(monkeypatch):
+    monkeypatch.setenv("MULTIGPU_MODE", "quick")
+    quick = bench.make_config()
+    monkeypatch.setenv("MULTIGPU_MODE", "full")
+    full = bench.make_config()
+    assert quick.replicas == (1, 2, 4) and quick.ways == bench.WAYS
+    assert full.steps > quick.steps and full.input_shape == (32, 32, 3)
+    assert bench.make_config(replicas=[1, 2]).replicas == (1, 2)   # lists become tuples
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (dict(replicas=(0,)), "replica counts must be ints >= 1"),
+    (dict(replicas=()), "at least one replica count"),
+    (dict(replicas=(1, 1)), "must not repeat"),
+    (dict(replicas=(1, 2.0)), "ints >= 1"),
+    (dict(steps=0), "steps must be an int >= 1"),
+    (dict(warmup=0), "warmup must be an int >= 1"),
+    (dict(batch_per_replica=0), "batch_per_replica"),
+    (dict(ways=("one_device", "horovod")), "unknown way"),
+    (dict(ways=()), "unknown way"),
+    (dict(ways=("mirrored",)), "must include 'one_device'"),
+    (dict(ways=("one_device", "one_device")), "must not repeat"),
+    (dict(input_shape=(8, 8)), "input_shape"),
+    (dict(num_classes=1), "num_classes"),
+    (dict(policy=16), "policy"),
+    (dict(timeout=0), "timeout"),
+    (dict(speed="fast"), "unknown setting"),
+])
+def test_make_config_rejects_bad_settings(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        bench.make_config(**overrides)
+
+
+# -- arithmetic -----------------------------------------------------------------------------------
+
+def test_step_throughputs_skips_warmup_and_divides_batch_by_step_time():
+    ends = [10.0, 10.5, 10.75, 11.0, 11.5]       # steps 0..4 end at these times
+    assert bench.step_throughputs(ends, warmup=2, global_batch=100) == [400.0, 400.0, 200.0]
+    with pytest.raises(ValueError, match="more than warmup"):
+        bench.step_throughputs([1.0, 2.0], warmup=2, global_batch=10)
+    with pytest.raises(ValueError, match="increasing"):
+        bench.step_throughputs([1.0, 2.0, 2.0], warmup=1, global_batch=10)
+    with pytest.raises(ValueError, match="warmup"):
+        bench.step_throughputs([1.0, 2.0], warmup=0, global_batch=10)
+    with pytest.raises(ValueError, match="global_batch"):
+        bench.step_throughputs([1.0, 2.0], warmup=1, global_batch=0)
+
+
+def test_speedup_limit_and_explanations():
+    assert bench.speedup_limit("GPUs", 4) == 4
+    assert bench.speedup_limit("GPU 0 split into logical GPUs", 4) == 1
+    assert bench.speedup_limit("CPU split into logical CPUs", 4) == 1
+    assert "same cores" in bench.explain_hardware("CPU split into logical CPUs", 2)
+    assert "ONE GPU" in bench.explain_hardware("GPU 0 split into logical GPUs", 2)
+    assert "up to 8x" in bench.explain_hardware("GPUs", 8)
+    with pytest.raises(ValueError, match="replicas"):
+        bench.speedup_limit("GPUs", 0)
+
+
+def test_mixed_policy_for_devices():
+    assert bench.mixed_policy_for(["/device:GPU:0", "/device:GPU:1"]) == "mixed_float16"
+    assert bench.mixed_policy_for(["/device:CPU:0"]) == "mixed_bfloat16"
+    with pytest.raises(ValueError):
+        bench.mixed_policy_for([])
+
+
+def test_dtype_policy_restores_even_after_an_error():
+    import keras
+
+    before = keras.mixed_precision.global_policy().name
+    with pytest.raises(RuntimeError):
+        with bench.dtype_policy("mixed_bfloat16"):
+            assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+            raise RuntimeError("boom")
+    assert keras.mixed_precision.global_policy().name == before
+    with bench.dtype_policy(None):
+        assert keras.mixed_precision.global_policy().name == before
+
+
+# -- the report (from hand-made measurements) ----------------------------------------------------
+
+def _m(way, n, sps, kind="CPU split into logical CPUs"):
+    used = 1 if way == "one_device" else n
+    devs = [f"/device:CPU:{i}" for i in range(used)]
+    if sps is None:
+        nan = float("nan")
+        return bench.Measurement(way, n, 0, 10 * n, nan, nan, nan, 0, devs, kind, "", "n/a: test")
+    return bench.Measurement(way, n, used, 10 * n, sps, sps * 0.9, sps * 1.1, 5, devs, kind, "float32")
+
+
+def _report():
+    ms = [_m("one_device", 1, 100.0), _m("towers", 1, None), _m("mirrored", 1, 90.0),
+          _m("one_device", 2, 150.0), _m("towers", 2, 100.0), _m("mirrored", 2, 120.0)]
+    return bench.BenchReport(ms, bench.make_config(replicas=(1, 2)))
+
+
+def test_report_rows_speed_up_efficiency_and_ratio():
+    report = _report()
+    rows = {(r["way"], r["replicas"]): r for r in report.rows()}
+    assert len(rows) == 6
+    assert rows[("one_device", 2)]["speed_up"] == 1.0
+    assert rows[("mirrored", 2)]["speed_up"] == pytest.approx(120 / 150)
+    assert rows[("mirrored", 2)]["efficiency"] == pytest.approx(120 / 150 / 2)
+    assert rows[("mirrored", 2)]["vs_1_replica"] == pytest.approx(1.2)
+    assert rows[("mirrored", 2)]["speedup_limit"] == 1
+    assert math.isnan(rows[("towers", 1)]["speed_up"])
+    assert report.mirrored_vs_towers() == {2: pytest.approx(1.2)}
+    text = report.summary()
+    assert "n/a" in text and "MirroredStrategy / towers throughput: 1.20x" in text
+    assert "same cores" in text and "/device:CPU:1" in text
+
+
+def test_report_get_and_baseline_errors():
+    report = _report()
+    with pytest.raises(ValueError, match="no measurement"):
+        report.get("mirrored", 8)
+    broken = bench.BenchReport([_m("one_device", 1, None), _m("mirrored", 1, 90.0)],
+                               bench.make_config(replicas=(1,)))
+    with pytest.raises(ValueError, match="baseline"):
+        broken.rows()
+
+
+def test_report_csv_and_plot(tmp_path):
+    import matplotlib.pyplot as plt
+
+    paths = bench.write_outputs(_report(), tmp_path / "out")
+    with open(paths["csv"]) as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 6 and {"way", "replicas", "samples_per_s", "speed_up", "efficiency"} <= set(rows[0])
+    assert paths["png"].stat().st_size > 1000
+    fig = _report().plot()
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "speed-up"
+    plt.close(fig)
+
+
+# -- measuring in this process (2 logical devices from tests/conftest.py) ------------------------
+
+def test_measure_every_way_in_process(replicas):
+    cfg = bench.make_config(replicas=(1, 2), **TINY)
+    for way in bench.WAYS:
+        m = bench.measure(way, replicas, cfg)
+        assert m.available and m.samples_per_s > 0 and m.steps == TINY["steps"]
+        assert m.min_samples_per_s <= m.samples_per_s <= m.max_samples_per_s
+        assert m.global_batch == 16 and m.devices_used == (1 if way == "one_device" else 2)
+        assert m.replica_kind and "samples/s" in bench.progress_line(m)
+    assert not bench.measure("towers", replicas[:1], cfg).available   # needs >= 2 replicas
+
+
+def test_measure_with_a_mixed_policy_restores_float32(replicas):
+    import keras
+
+    m = bench.measure("mirrored", replicas, bench.make_config(policy="mixed_bfloat16", **TINY))
+    assert m.policy == "mixed_bfloat16" and m.available
+    assert keras.mixed_precision.global_policy().name == "float32"
+
+
+def test_measure_rejects_bad_arguments(replicas):
+    with pytest.raises(ValueError, match="0 replicas"):
+        bench.measure("mirrored", [], bench.make_config(**TINY))
+    with pytest.raises(ValueError, match="unknown way"):
+        bench.measure("horovod", replicas, bench.make_config(**TINY))
+    with pytest.raises(ValueError, match="replicas must be an int >= 1"):
+        bench.measure_all(0, bench.make_config(**TINY))
+    with pytest.raises(ValueError, match="replicas must be an int >= 1"):
+        bench.run_child(0, bench.make_config(**TINY))
+    with pytest.raises(ValueError, match="either cfg or keyword"):
+        bench.run_benchmark(bench.make_config(**TINY), steps=3)
+    with pytest.raises(ValueError, match="steps"):
+        bench.run_benchmark(steps=0)
+
+
+def test_run_benchmark_reuses_this_process_for_its_own_count(replicas, capsys):
+    report = bench.run_benchmark(replicas=(2,), reuse_this_process=True, **TINY)
+    assert "measuring in this process" in capsys.readouterr().out
+    assert {m.way for m in report.measurements} == set(bench.WAYS)
+    assert set(report.mirrored_vs_towers()) == {2}
+
+
+# -- child processes -------------------------------------------------------------------------------
+
+def test_run_child_reports_a_failing_child(monkeypatch):
+    monkeypatch.setattr(bench, "_child_command", lambda n, cfg: [
+        sys.executable, "-c", "import sys; print('hello'); sys.exit('ValueError: broken child')"])
+    with pytest.raises(RuntimeError, match="exit code 1.*broken child"):
+        bench.run_child(2, bench.make_config(**TINY))
+
+
+def test_run_child_stops_a_child_that_runs_too_long(monkeypatch):
+    monkeypatch.setattr(bench, "_child_command", lambda n, cfg: [
+        sys.executable, "-c", "import time; time.sleep(30)"])
+    with pytest.raises(RuntimeError, match="longer than timeout"):
+        bench.run_child(2, bench.make_config(timeout=1.0, **TINY))
+
+
+def test_cli_writes_csv_and_png_in_a_quick_configuration(tmp_path, capsys, monkeypatch):
+    """One real child process (2 replicas, all three ways), as `make bench` runs it."""
+    monkeypatch.setenv("MULTIGPU_MODE", "quick")  # --quick sets it; restored after the test
+    out = tmp_path / "bench"
+    code = bench.main(["--out", str(out), "--quick", "--replicas", "2", "--steps", "2", "--warmup", "1",
+                       "--batch-per-replica", "8"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "starting a child process" in text and "MirroredStrategy / towers throughput" in text
+    with open(out / "bench.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["way"] for r in rows} == set(bench.WAYS)
+    assert all(float(r["samples_per_s"]) > 0 and float(r["efficiency"]) > 0 for r in rows)
+    mirrored = [r for r in rows if r["way"] == "mirrored"][0]
+    assert len(set(mirrored["devices"].split())) == 2 and mirrored["replica_kind"]
+    assert (out / "bench.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--out", "x", "--replicas", "0"], "replica counts must be ints >= 1"),
+    (["--out", "x", "--steps", "0"], "steps must be an int >= 1"),
+    (["--out", "x", "--ways", "mirrored"], "one_device"),
+    (["--replicas", "2"], "--out DIR is required"),
+])
+def test_cli_rejects_bad_arguments_before_starting_children(argv, match, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(bench, "run_child", lambda *a, **k: pytest.fail("no child may start"))
+    with pytest.raises(SystemExit, match=match):
+        bench.main(argv)
+    assert not (tmp_path / "x").exists()
