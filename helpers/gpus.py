@@ -34,12 +34,12 @@ SAMPLE_NVIDIA_SMI_CSV = """\
 index, uuid, pci.bus_id, name, memory.used [MiB], memory.total [MiB]
 0, GPU-5a3f1c2e-8d4b-4f6a-9e21-0c7b3d5e6f01, 00000000:1A:00.0, Tesla V100-SXM2-16GB, 15211 MiB, 16160 MiB
 1, GPU-6b4e2d3f-9e5c-4a7b-8f32-1d8c4e6f7a12, 00000000:1B:00.0, Tesla V100-SXM2-16GB, 9830 MiB, 16160 MiB
-2, GPU-7c5f3e4a-af6d-4b8c-9a43-2e9d5f7a8b23, 00000000:3D:00.0, Tesla V100-SXM2-16GB, 0 MiB, 16160 MiB
-3, GPU-8d6a4f5b-b07e-4c9d-8b54-3fae6a8b9c34, 00000000:3E:00.0, Tesla V100-SXM2-16GB, 2 MiB, 16160 MiB
+2, GPU-7c5f3e4a-af6d-4b8c-9a43-2e9d5f7a8b23, 00000000:3D:00.0, Tesla V100-SXM2-16GB, 517 MiB, 16160 MiB
+3, GPU-8d6a4f5b-b07e-4c9d-8b54-3fae6a8b9c34, 00000000:3E:00.0, Tesla V100-SXM2-16GB, 0 MiB, 16160 MiB
 4, GPU-9e7b5a6c-c18f-4dae-9c65-4abf7b9cad45, 00000000:88:00.0, Tesla V100-SXM2-16GB, 12288 MiB, 16160 MiB
-5, GPU-af8c6b7d-d29a-4ebf-8d76-5bc08cadbe56, 00000000:89:00.0, Tesla V100-SXM2-16GB, 0 MiB, 16160 MiB
+5, GPU-af8c6b7d-d29a-4ebf-8d76-5bc08cadbe56, 00000000:89:00.0, Tesla V100-SXM2-16GB, 2 MiB, 16160 MiB
 6, GPU-b09d7c8e-e3ab-4fc0-9e87-6cd19dbecf67, 00000000:B1:00.0, Tesla V100-SXM2-16GB, 16001 MiB, 16160 MiB
-7, GPU-c1ae8d9f-f4bc-40d1-8f98-7de2aecfd078, 00000000:B2:00.0, Tesla V100-SXM2-16GB, 4 MiB, 16160 MiB
+7, GPU-c1ae8d9f-f4bc-40d1-8f98-7de2aecfd078, 00000000:B2:00.0, Tesla V100-SXM2-16GB, 258 MiB, 16160 MiB
 """
 
 #: SAMPLE output for an imaginary workstation with two *different* GPUs (not this machine):
