@@ -155,11 +155,8 @@ class ReplicaBN:
 
     def per_replica(self) -> dict[str, np.ndarray]:
         """``moving_mean`` and ``moving_variance``: arrays of shape (replicas, features)."""
-        out = {}
-        for name in ("moving_mean", "moving_variance"):
-            var = getattr(self.layer, name).value
-            out[name] = np.stack([np.asarray(v) for v in self.strategy.experimental_local_results(var)])
-        return out
+        return {name: replica_values(getattr(self.layer, name), self.strategy)
+                for name in ("moving_mean", "moving_variance")}
 
     def saved(self, directory: os.PathLike) -> dict[str, np.ndarray]:
         """Save the weights to ``directory/bn.weights.h5``, load them into a fresh model, return its statistics."""
@@ -171,6 +168,35 @@ class ReplicaBN:
         fresh.load_weights(path)
         bn = fresh.layers[0]
         return {"moving_mean": np.asarray(bn.moving_mean), "moving_variance": np.asarray(bn.moving_variance)}
+
+
+def replica_values(variable, strategy) -> np.ndarray:
+    """Every replica's copy of a (Keras or tf) variable, stacked: shape (replicas, *variable.shape)."""
+    var = getattr(variable, "value", variable)  # a Keras variable wraps the tf.Variable
+    return np.stack([np.asarray(v) for v in strategy.experimental_local_results(var)])
+
+
+def replica_gaps(model, strategy) -> dict[str, float]:
+    """For each BatchNormalization layer of ``model``: the largest max - min of ``moving_mean`` across replicas.
+
+    0.0 means every replica holds the same statistics (always the case with
+    ``synchronized=True``); anything else is drift, and only replica 0's copy is saved.
+    """
+    import keras
+
+    if not isinstance(model, keras.Model):
+        raise ValueError(f"model must be a keras.Model, got {type(model).__name__}")
+    def walk(parent):
+        for child in getattr(parent, "layers", []):
+            yield child
+            yield from walk(child)
+
+    gaps = {}
+    for layer in walk(model):
+        if isinstance(layer, keras.layers.BatchNormalization):
+            values = replica_values(layer.moving_mean, strategy)
+            gaps[layer.name] = float(np.max(values.max(axis=0) - values.min(axis=0)))
+    return gaps
 
 
 def drift_experiment(strategy, batch_sizes: Sequence[int] = (2, 4, 8, 16, 32, 64, 128), steps: int = 60,

@@ -291,6 +291,17 @@ def show(name: str, expect: Optional[str] = None, full: bool = False) -> Capsule
     return result
 
 
+def script_source(name: str, body_only: bool = True) -> str:
+    """The source of capsule script ``name``; ``body_only`` drops the docstring and the import block."""
+    _check_name(name)
+    text = (SCRIPTS_DIR / f"{name}.py").read_text()
+    if not body_only:
+        return text
+    lines = text.splitlines()
+    start = max(i for i, ln in enumerate(lines) if ln.startswith(("import ", "from "))) + 1
+    return "\n".join(lines[start:]).strip() + "\n"
+
+
 def find_interpreter(version: str) -> Optional[Path]:
     """A Python ``version`` ('3.6') under pyenv's versions folder or on PATH (pyenv shims skipped), or None."""
     if not re.fullmatch(r"\d\.\d+", version):

@@ -99,3 +99,15 @@ def test_drift_experiment_and_plot(strategy):
         batchnorm.drift_experiment(strategy, steps=5, warmup=5)
     with pytest.raises(ValueError, match="empty"):
         batchnorm.plot_drift([])
+
+
+def test_replica_values_and_gaps(strategy, tf):
+    rbn = batchnorm.ReplicaBN(strategy, synchronized=False, momentum=0.0)
+    rbn.step([np.zeros((4, 1)), np.full((4, 1), 10.0)])
+    np.testing.assert_allclose(batchnorm.replica_values(rbn.layer.moving_mean, strategy)[:, 0], [0.0, 10.0])
+    import keras
+
+    outer = keras.Sequential([rbn.model])  # nested models are searched too
+    assert batchnorm.replica_gaps(outer, strategy) == {rbn.layer.name: 10.0}
+    with pytest.raises(ValueError, match="keras.Model"):
+        batchnorm.replica_gaps(rbn.layer, strategy)

@@ -160,3 +160,12 @@ def test_cli(capsys):
     assert capsule.main([]) == 2
     assert capsule.main(["pickle-wording"]) == 0
     assert "Python 3.6" in capsys.readouterr().out
+
+
+def test_script_source():
+    body = capsule.script_source("bn_multi_gpu")
+    assert "multi_gpu_model(model, gpus=2)" in body
+    assert not any(ln.startswith(("import ", "from ")) for ln in body.splitlines())
+    assert capsule.script_source("bn_multi_gpu", body_only=False).startswith('"""')
+    with pytest.raises(ValueError, match="unknown"):
+        capsule.script_source("x")
