@@ -49,3 +49,21 @@ def show(name: str, *functions: str) -> None:
     """Print :func:`source` - how a notebook shows what each worker process runs."""
     print(f"# --- helpers/workers/{name}.py" + (f" ({', '.join(functions)})" if functions else ""))
     print(source(name, *functions))
+
+
+def read_history(out_dir) -> dict[str, list[dict]]:
+    """Per task (``"worker-0"``...), the epoch rows a run of ``mwms_train`` appended to its history file."""
+    import json
+
+    out = {}
+    for p in sorted(Path(out_dir).glob("history-*.jsonl")):
+        rows = [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
+        out[p.stem[len("history-"):]] = rows
+    return out
+
+
+def read_results(out_dir) -> dict[str, dict]:
+    """Per task, the ``result-<task>.json`` a *finished* run of ``mwms_train`` wrote (none if killed)."""
+    import json
+
+    return {p.stem[len("result-"):]: json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("result-*.json"))}
