@@ -282,6 +282,38 @@ def mixed_policy_for(devices: Sequence[str]) -> str:
     return "mixed_float16" if all("GPU" in d.upper() for d in devices) else "mixed_bfloat16"
 
 
+#: How far each :func:`mirrored_strategy` moves the collective keys (TF's own tests use 100000).
+_KEY_STEP = 100_000
+
+
+def mirrored_strategy(devices: Sequence[str]):
+    """A ``tf.distribute.MirroredStrategy`` over ``devices`` whose collective keys no other strategy uses.
+
+    Why: every MirroredStrategy numbers its all-reduce ops from the same collective
+    keys.  Two strategies in one process that all-reduce tensors of different shapes
+    (e.g. two different models) collide: TensorFlow aborts *every* later collective op
+    in the process ("Shape mismatch in the collective instance 100 ...").  TensorFlow's
+    own test utilities avoid it by moving ``MirroredStrategy._collective_key_base``
+    before each strategy; so does this function - before, and again after, so that a
+    plain ``MirroredStrategy`` created later in the same process starts from unused keys
+    too.  The all-reduce algorithm is TensorFlow's default, so the benchmark measures
+    what ``MirroredStrategy(devices)`` gives you.
+    """
+    import tensorflow as tf
+
+    devices = list(devices)
+    if not devices:
+        raise ValueError("devices must name at least one replica device (0 replicas given)")
+    cls = tf.distribute.MirroredStrategy
+    has_base = isinstance(getattr(cls, "_collective_key_base", None), int)
+    if has_base:
+        cls._collective_key_base += _KEY_STEP
+    strategy = cls(devices)
+    if has_base:
+        cls._collective_key_base += _KEY_STEP
+    return strategy
+
+
 def measure(way: str, devices: Sequence[str], cfg: Optional[BenchConfig] = None) -> Measurement:
     """Measure one way on ``devices`` (replica names from ``ensure_devices``) in this process.
 
@@ -318,7 +350,7 @@ def measure(way: str, devices: Sequence[str], cfg: Optional[BenchConfig] = None)
             _compile(model)
             sps = _timed_fit(model, cfg, global_batch)
         else:
-            strategy = tf.distribute.MirroredStrategy(devices)
+            strategy = mirrored_strategy(devices)
             with strategy.scope():
                 model = _build(cfg)
                 _compile(model)

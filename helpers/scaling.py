@@ -8,7 +8,8 @@ factor as the batch to compensate.  :func:`batch_lr_sweep` measures accuracy
 after a fixed number of epochs for several global batch sizes, with and without
 the rule, and :func:`plot_sweep` draws it.
 
-The optimizer sees only the global batch (MirroredStrategy averages the
+The batch arithmetic itself (``global_batch_size``, ``scale_learning_rate``) lives
+in :mod:`helpers.strategy`.  The optimizer sees only the global batch (MirroredStrategy averages the
 replicas' gradients over it), so the sweep may run on one device: same
 arithmetic, less time.  Pass ``strategy=`` to run it under a strategy.
 """
@@ -26,21 +27,6 @@ def _positive(name: str, value: object, integer: bool = False) -> None:
             (not integer and not math.isfinite(value)):
         kind = "an int" if integer else "a number"
         raise ValueError(f"{name} must be {kind} > 0, got {value!r}")
-
-
-def global_batch_size(per_replica: int, replicas: int) -> int:
-    """The batch the optimizer sees: ``per_replica * replicas``."""
-    _positive("per_replica", per_replica, integer=True)
-    _positive("replicas", replicas, integer=True)
-    return per_replica * replicas
-
-
-def scaled_lr(base_lr: float, base_batch: int, batch: int) -> float:
-    """Linear scaling rule: the learning rate grows with the batch, ``base_lr * batch / base_batch``."""
-    _positive("base_lr", base_lr)
-    _positive("base_batch", base_batch, integer=True)
-    _positive("batch", batch, integer=True)
-    return base_lr * batch / base_batch
 
 
 def batch_lr_sweep(x_train, y_train, x_test, y_test, batch_sizes: Sequence[int], base_lr: float,
@@ -78,6 +64,7 @@ def batch_lr_sweep(x_train, y_train, x_test, y_test, batch_sizes: Sequence[int],
     import tensorflow as tf
 
     from .models import small_mlp
+    from .strategy import scale_learning_rate
 
     xtr = np.asarray(x_train, "float32").reshape(len(x_train), -1)
     xte = np.asarray(x_test, "float32").reshape(len(x_test), -1)
@@ -94,7 +81,7 @@ def batch_lr_sweep(x_train, y_train, x_test, y_test, batch_sizes: Sequence[int],
         for lr_scaled in (False, True):
             if lr_scaled and batch == base_batch:
                 continue
-            lr = scaled_lr(base_lr, base_batch, batch) if lr_scaled else base_lr
+            lr = scale_learning_rate(base_lr, base_batch, batch) if lr_scaled else base_lr
             model.set_weights(start_weights)
             model.optimizer.learning_rate.assign(lr)  # plain SGD: no other optimizer state
             keras.utils.set_random_seed(seed)

@@ -169,6 +169,26 @@ def test_measure_with_a_mixed_policy_restores_float32(replicas):
     assert keras.mixed_precision.global_policy().name == "float32"
 
 
+def test_mirrored_strategy_gives_each_strategy_its_own_collective_keys(replicas):
+    """Two strategies training models of different shapes in one process: no collective clash."""
+    import numpy as np
+    import tensorflow as tf
+
+    from helpers.models import small_mlp
+
+    base = tf.distribute.MirroredStrategy._collective_key_base
+    for hidden in (3, 5):
+        strategy = bench.mirrored_strategy(replicas)
+        assert strategy.num_replicas_in_sync == 2
+        with strategy.scope():
+            model = small_mlp(4, 2, hidden=hidden)
+            model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+        model.fit(np.zeros((8, 4), "float32"), np.zeros(8, "int64"), batch_size=4, verbose=0)
+    assert tf.distribute.MirroredStrategy._collective_key_base == base + 4 * bench._KEY_STEP
+    with pytest.raises(ValueError, match="0 replicas"):
+        bench.mirrored_strategy([])
+
+
 def test_measure_rejects_bad_arguments(replicas):
     with pytest.raises(ValueError, match="0 replicas"):
         bench.measure("mirrored", [], bench.make_config(**TINY))

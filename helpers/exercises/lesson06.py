@@ -51,10 +51,10 @@ _BASE_LR, _PER_REPLICA = 0.01, 32  # a one-GPU recipe: batch 32, learning rate 0
 def _check_lr(answer):
     if not callable(answer):
         return False, f"give a function lr_for(replicas); you gave a {type(answer).__name__}"
-    from helpers.scaling import global_batch_size, scaled_lr
+    from helpers.strategy import global_batch_size, scale_learning_rate
 
     for n in (1, 2, 4, 8):
-        want = scaled_lr(_BASE_LR, _PER_REPLICA, global_batch_size(_PER_REPLICA, n))
+        want = scale_learning_rate(_BASE_LR, _PER_REPLICA, global_batch_size(_PER_REPLICA, n))
         got = answer(n)
         if not isinstance(got, (int, float)) or not math.isclose(got, want, rel_tol=1e-6):
             if isinstance(got, (int, float)) and math.isclose(got, _BASE_LR, rel_tol=1e-6):
@@ -66,10 +66,10 @@ def _check_lr(answer):
 
 
 def _solve_lr():
-    from helpers.scaling import global_batch_size, scaled_lr
+    from helpers.strategy import global_batch_size, scale_learning_rate
 
     def lr_for(replicas):
-        return scaled_lr(0.01, 32, global_batch_size(32, replicas))
+        return scale_learning_rate(0.01, 32, global_batch_size(32, replicas))
 
     return lr_for
 
