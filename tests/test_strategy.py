@@ -9,9 +9,16 @@ from helpers.subproc import run_python
 
 @pytest.fixture(scope="module")
 def mirrored(replicas):
+    """Two replicas; ReductionToOneDevice so that no collective keys are used in this process.
+
+    With CPU replicas, every MirroredStrategy with the default collective all-reduce starts
+    from the same collective keys, so training models of different shapes under two of them
+    in one process aborts all collective ops ("Shape mismatch in the collective instance").
+    The tests of other modules must not inherit that.
+    """
     import tensorflow as tf
 
-    return tf.distribute.MirroredStrategy(replicas)
+    return tf.distribute.MirroredStrategy(replicas, cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 
 def _tiny(keras):

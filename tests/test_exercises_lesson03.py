@@ -1,0 +1,75 @@
+"""Lesson 03's checkers explain wrong answers (the shared test covers solutions and garbage)."""
+
+import pytest
+
+from helpers import exercises
+
+
+def _check(key, answer):
+    return exercises.get(key).checker(answer)
+
+
+@pytest.mark.parametrize("answer, words", [
+    ({"batch_size": 32, "learning_rate": 0.08}, "per-replica batch"),
+    ({"batch_size": 4, "learning_rate": 0.08}, "each GPU would get 4 rows"),
+    ({"batch_size": 256, "learning_rate": 0.01}, "still the one tuned for batch 32"),
+    ({"batch_size": 256, "learning_rate": 0.02}, "not the linear rule"),
+    ({"batch_size": 256.0, "learning_rate": 0.08}, "whole number"),
+    ({"batch": 256}, "exactly the keys"),
+])
+def test_03_1_wrong_answers(answer, words):
+    ok, message = _check("03.1", answer)
+    assert not ok and words in message
+
+
+def _built_outside(strategy):
+    import keras
+
+    from helpers.models import small_cnn
+
+    model = small_cnn((8, 8, 1), 10, width=8)
+    with strategy.scope():
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    return model
+
+
+def _compiled_outside(strategy):
+    from helpers.models import small_cnn
+
+    with strategy.scope():
+        model = small_cnn((8, 8, 1), 10, width=8)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    return model
+
+
+def _wrong_shape(strategy):
+    from helpers.models import small_mlp
+
+    with strategy.scope():
+        model = small_mlp(64, 10)
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    return model
+
+
+@pytest.mark.parametrize("make_model, words", [
+    (_built_outside, "create it inside"),
+    (_compiled_outside, "optimizer was created outside"),
+    (_wrong_shape, "expected 8x8x1 digits"),
+    (lambda strategy: None, "must return a Keras model"),
+    ("make_model", "expected a function"),
+])
+def test_03_2_wrong_answers(replicas, make_model, words):
+    ok, message = _check("03.2", make_model)
+    assert not ok and words in message, message
+
+
+@pytest.mark.parametrize("answer, words", [
+    ({"multi_gpu_model": [4, 4, 2], "mirrored": [3, 3, 4]}, "swapped"),
+    ({"multi_gpu_model": [4, 3, 3], "mirrored": [4, 4, 2]}, "remainder"),
+    ({"multi_gpu_model": [3, 3, 4], "mirrored": [4, 3, 3]}, "ceil(10 / 3) = 4"),
+    ({"multi_gpu_model": [3, 3, 3], "mirrored": [4, 4, 2]}, "all 10 rows"),
+    ({"multi_gpu_model": [3, 3], "mirrored": [4, 4, 2]}, "list of 3 whole numbers"),
+])
+def test_03_3_wrong_answers(answer, words):
+    ok, message = _check("03.3", answer)
+    assert not ok and words in message, message
