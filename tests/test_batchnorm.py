@@ -15,7 +15,10 @@ def tf():
 
 @pytest.fixture(scope="module")
 def strategy(replicas, tf):
-    return tf.distribute.MirroredStrategy(replicas)
+    # No collective ops: every MirroredStrategy in a process starts at the same collective keys, and a
+    # second strategy whose tensors have other shapes aborts all collectives ("Shape mismatch in the
+    # collective instance 100"). Other test modules create strategies in this process too.
+    return tf.distribute.MirroredStrategy(replicas, cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 
 def test_tf13_second_call_clashes(tf):

@@ -86,7 +86,10 @@ def _solve_saved():
     from helpers import batchnorm
     from helpers.devices import ensure_devices
 
-    strategy = tf.distribute.MirroredStrategy(ensure_devices(2))
+    # A second strategy in one kernel: ReductionToOneDevice keeps it off the collective-op keys of
+    # the first one (same keys + other shapes = "Shape mismatch in the collective instance").
+    strategy = tf.distribute.MirroredStrategy(ensure_devices(2),
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
     answer = {}
     for key, sync in (("unsynced", False), ("synced", True)):
         rbn = batchnorm.ReplicaBN(strategy, synchronized=sync, momentum=0.0)
