@@ -357,6 +357,11 @@ class CudaView:
     def count(self) -> int:
         return len(self.devices)
 
+    def as_gpu_info(self) -> list[GpuInfo]:
+        """The devices as :class:`GpuInfo` rows, indexed in CUDA's order (for :func:`resolve_visible`)."""
+        return [GpuInfo(index=d["ordinal"], uuid=d.get("uuid"), pci_bus_id=d.get("pci_bus_id"),
+                        name=d.get("name")) for d in self.devices]
+
     def summary(self) -> str:
         """One line: the environment and what CUDA saw."""
         shown = ", ".join(f"{k}={v!r}" for k, v in self.env.items()) or "(no CUDA variables set)"
@@ -388,3 +393,27 @@ def probe_cuda(env: Optional[Mapping[str, str]] = None, timeout: float = 60) -> 
                            f"{result.last_error_line() or result.stderr[-300:]}")
     data = json.loads(line[len("CUDA_PROBE "):])
     return CudaView(env=env, devices=tuple(data["devices"]), driver=data["driver"], error=data["error"])
+
+
+def compare_numbering(smi_rows: Sequence[GpuInfo], fastest_first: CudaView, pci_bus_id: CudaView) -> list[dict]:
+    """Line up nvidia-smi's GPU numbers with CUDA's under both orders, matching GPUs by PCI bus id.
+
+    One row per nvidia-smi GPU: its index, bus id and name, then the index CUDA
+    gives it with ``CUDA_DEVICE_ORDER=FASTEST_FIRST`` (the default) and with
+    ``PCI_BUS_ID`` (None if CUDA did not report it).
+    """
+    if not all(isinstance(r, GpuInfo) for r in smi_rows):
+        raise ValueError("smi_rows must be GpuInfo rows from parse_nvidia_smi_csv")
+    if not isinstance(fastest_first, CudaView) or not isinstance(pci_bus_id, CudaView):
+        raise ValueError("fastest_first and pci_bus_id must be CudaView results of probe_cuda")
+
+    def index_by_bus(view: CudaView) -> dict[str, int]:
+        return {normalize_bus_id(d["pci_bus_id"]): d["ordinal"] for d in view.devices if d.get("pci_bus_id")}
+
+    fast, pci = index_by_bus(fastest_first), index_by_bus(pci_bus_id)
+    rows = []
+    for r in smi_rows:
+        bus = normalize_bus_id(r.pci_bus_id) if r.pci_bus_id else None
+        rows.append({"nvidia-smi": r.index, "pci.bus_id": bus, "name": r.name,
+                     "CUDA (FASTEST_FIRST)": fast.get(bus), "CUDA (PCI_BUS_ID)": pci.get(bus)})
+    return rows

@@ -220,6 +220,26 @@ def build_optimizer_on_devices(optimizer: keras.optimizers.Optimizer, variables:
         del optimizer.add_variable_from_reference
 
 
+def require_devices(devices: Sequence[str]) -> list[str]:
+    """Return ``devices`` unchanged if every one exists here as a logical device, else raise.
+
+    Why: ``tf.distribute.MirroredStrategy(devices=["/gpu:7"])`` accepts a device
+    that does not exist and then silently runs on another one (soft placement).
+    Checking first turns a typo into a clear error.
+    """
+    devices = list(devices)
+    if not devices or not all(isinstance(d, str) for d in devices):
+        raise ValueError(f"devices must be a non-empty list of device names, got {devices!r}")
+    existing = [d.name for d in tf.config.list_logical_devices()]
+    have = {short_device(d) for d in existing}
+    for d in devices:
+        if short_device(d) not in have:
+            raise ValueError(f"device {d!r} does not exist here; logical devices: {existing}")
+    if len({short_device(d) for d in devices}) != len(devices):
+        raise ValueError(f"a device is listed twice: {devices}")
+    return devices
+
+
 def missing_device(device_type: str = "GPU") -> str:
     """A device name that does not exist here: the first index past the last logical device."""
     if device_type not in ("CPU", "GPU"):

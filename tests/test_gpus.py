@@ -167,3 +167,25 @@ def test_probe_cuda_hidden_and_consistent():
 def test_probe_cuda_bad_env():
     with pytest.raises(ValueError, match="strings"):
         gpus.probe_cuda({"CUDA_VISIBLE_DEVICES": 3})
+
+
+def _view(devices):
+    return gpus.CudaView(env={}, devices=tuple(devices), driver="libcuda.so.1", error=None)
+
+
+def test_compare_numbering_matches_by_bus_id():
+    smi = parse_nvidia_smi_csv(gpus.SAMPLE_MIXED_NVIDIA_SMI_CSV)
+    gtx = {"name": smi[0].name, "pci_bus_id": "0000:01:00.0", "uuid": smi[0].uuid}
+    rtx = {"name": smi[1].name, "pci_bus_id": "0000:02:00.0", "uuid": smi[1].uuid}
+    fastest = _view([dict(rtx, ordinal=0), dict(gtx, ordinal=1)])   # the faster card first
+    pci = _view([dict(gtx, ordinal=0), dict(rtx, ordinal=1)])
+    rows = gpus.compare_numbering(smi, fastest, pci)
+    assert [(r["nvidia-smi"], r["CUDA (FASTEST_FIRST)"], r["CUDA (PCI_BUS_ID)"]) for r in rows] == [(0, 1, 0), (1, 0, 1)]
+    assert [g.index for g in pci.as_gpu_info()] == [0, 1] and pci.as_gpu_info()[1].name == smi[1].name
+    assert gpus.resolve_visible(smi[1].uuid[:12], pci.as_gpu_info()).visible == (1,)
+    missing = gpus.compare_numbering(smi, _view([]), pci)
+    assert all(r["CUDA (FASTEST_FIRST)"] is None for r in missing)
+    with pytest.raises(ValueError):
+        gpus.compare_numbering(["row"], fastest, pci)
+    with pytest.raises(ValueError):
+        gpus.compare_numbering(smi, fastest, {"devices": []})

@@ -137,3 +137,18 @@ def test_optimizer_slots_default_device_and_colocated_build(replicas):
         placement.build_optimizer_on_devices("adam", model.trainable_variables)
     with pytest.raises(ValueError, match="no variables"):
         placement.build_optimizer_on_devices(keras.optimizers.SGD(), [])
+
+
+def test_require_devices(replicas):
+    assert placement.require_devices(replicas) == list(replicas)
+    missing = placement.missing_device("GPU")
+    with pytest.raises(ValueError, match="does not exist here"):
+        placement.require_devices([replicas[0], missing])
+    with pytest.raises(ValueError, match="twice"):
+        placement.require_devices([replicas[0], replicas[0]])
+    with pytest.raises(ValueError, match="non-empty"):
+        placement.require_devices([])
+    # the silent behaviour require_devices guards against
+    strategy = tf.distribute.MirroredStrategy(devices=[missing])
+    assert strategy.num_replicas_in_sync == 1
+    assert placement.ran_on(strategy.run(lambda: tf.ones(2) * 2)) != placement.short_device(missing)
