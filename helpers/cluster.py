@@ -367,7 +367,7 @@ class ClusterResult:
                 lines = [ln for ln in lines if re.search(grep, ln)]
             cut = max(0, len(lines) - tail) if tail is not None else 0
             print(f"----- {w.describe()}  (log: {w.log_path})")
-            if cut:
+            if cut and tail:
                 print(f"  ... {cut} earlier line(s)")
             for ln in lines[cut:]:
                 print(f"  {ln}")

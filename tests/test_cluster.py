@@ -356,3 +356,39 @@ def test_worker_scripts_are_found_and_shown(capsys):
         workers.path("../etc")
     with pytest.raises(ValueError, match="no top-level not_there"):
         workers.source("mwms_train", "not_there")
+
+
+def test_pid_alive():
+    assert cluster.pid_alive(os.getpid())
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    assert not cluster.pid_alive(p.pid)
+
+
+def test_slurm_tf_config_runs_the_real_resolver(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "untouched")
+    monkeypatch.delenv("SLURM_PROCID", raising=False)
+    env = {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "n[1-2]",
+           "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
+    cfg = cluster.slurm_tf_config(env, gpus_per_node=2)
+    assert cfg == {"cluster": {"worker": ["n1:8888", "n1:8889", "n2:8888", "n2:8889"]},
+                   "task": {"type": "worker", "index": 2}, "CUDA_VISIBLE_DEVICES": "0"}
+    cluster.tf_config(cfg["cluster"], "worker", 2)  # a valid spec for TF_CONFIG too
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "untouched" and "SLURM_PROCID" not in os.environ
+    assert cluster.slurm_tf_config(dict(env, SLURM_PROCID="1"), 4, port_base=7000)["CUDA_VISIBLE_DEVICES"] == "2,3"
+    with pytest.raises(ValueError, match="SLURM_STEP_NODELIST"):
+        cluster.slurm_tf_config({"SLURM_PROCID": "0"}, 1)
+    with pytest.raises(ValueError, match="unexpected variable"):
+        cluster.slurm_tf_config(dict(env, SLURM_JOB_ID="5"), 1)
+    with pytest.raises(ValueError, match="CPU-only"):
+        cluster.slurm_tf_config(env, 0)
+
+
+def test_read_history_and_results(tmp_path):
+    (tmp_path / "history-worker-0.jsonl").write_text('{"epoch": 1, "loss": 2.0}\n\n{"epoch": 2, "loss": 1.5}\n')
+    (tmp_path / "history-worker-1.jsonl").write_text('{"epoch": 1, "loss": 2.0}\n')
+    (tmp_path / "result-worker-0.json").write_text('{"test_accuracy": 0.5}')
+    hist = workers.read_history(tmp_path)
+    assert sorted(hist) == ["worker-0", "worker-1"] and [r["epoch"] for r in hist["worker-0"]] == [1, 2]
+    assert workers.read_results(tmp_path) == {"worker-0": {"test_accuracy": 0.5}}
+    assert workers.read_history(tmp_path / "missing") == {} and workers.read_results(tmp_path / "missing") == {}
