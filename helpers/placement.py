@@ -190,36 +190,6 @@ def data_parallel_memory(model: SplitModel, input_shape: Sequence[int], batch_si
              f"activations MiB (batch {batch_size})": _mib(acts, bytes_per_value)} for d in devices]
 
 
-def build_optimizer_on_devices(optimizer: keras.optimizers.Optimizer, variables: Sequence) -> None:
-    """Build ``optimizer`` for ``variables`` with each slot variable on the device of its weight.
-
-    Why: Keras 3's TensorFlow optimizer asks to *colocate* its slot variables
-    (Adam's momentum and velocity) with their weights, but colocation only works
-    in graph mode and the optimizer builds eagerly, so every slot lands on the
-    default device. For a model split over devices that puts all optimizer
-    state on one device. Call this before ``compile(optimizer=optimizer)``
-    (``fit`` then sees a built optimizer and keeps its variables).
-    """
-    if not isinstance(optimizer, keras.optimizers.Optimizer):
-        raise ValueError(f"expected a Keras optimizer, got {type(optimizer).__name__}")
-    if optimizer.built:
-        raise ValueError("the optimizer is already built (its slots exist); pass a fresh optimizer")
-    variables = list(variables)
-    if not variables:
-        raise ValueError("no variables to build the optimizer for")
-    create = optimizer.add_variable_from_reference
-
-    def colocated(reference_variable, name=None, initializer="zeros"):
-        with tf.device(getattr(reference_variable, "value", reference_variable).device):
-            return create(reference_variable, name=name, initializer=initializer)
-
-    optimizer.add_variable_from_reference = colocated
-    try:
-        optimizer.build(variables)
-    finally:
-        del optimizer.add_variable_from_reference
-
-
 def require_devices(devices: Sequence[str]) -> list[str]:
     """Return ``devices`` unchanged if every one exists here as a logical device, else raise.
 

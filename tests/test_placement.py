@@ -110,33 +110,33 @@ def test_missing_device_and_strict_placement(replicas):
         placement.ran_on(object())
 
 
-def test_optimizer_slots_default_device_and_colocated_build(replicas):
+def _slot_devices_by_weight(model, optimizer):
+    out = {}
+    for weight in model.trainable_variables:
+        mine = [v for v in optimizer.variables if weight.path.replace("/", "_") in v.path]
+        out[placement.short_device(weight.value.device)] = out.get(placement.short_device(weight.value.device), set())
+        out[placement.short_device(weight.value.device)] |= {placement.short_device(v.value.device) for v in mine}
+    return out
+
+
+def test_optimizer_slots_follow_weights_only_when_built_eagerly(replicas):
+    """What lesson 01 shows: fit() builds the optimizer while tracing (slots on one device); build it first."""
     x, y = np.random.rand(16, 5).astype("float32"), np.zeros(16, "int32")
     plain = placement.SplitModel(_parts(), replicas)
     plain.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     plain.fit(x, y, epochs=1, verbose=0)
     slots = [v for v in plain.optimizer.variables if len(v.shape)]
-    assert len({placement.short_device(v.value.device) for v in slots}) == 1  # Keras 3: all on one device
+    assert len({placement.short_device(v.value.device) for v in slots}) == 1
 
     model = placement.SplitModel(_parts(), replicas)
     model.build((None, 5))
     opt = keras.optimizers.Adam()
-    placement.build_optimizer_on_devices(opt, model.trainable_variables)
+    opt.build(model.trainable_variables)          # eagerly: each slot next to its weight
     model.compile(optimizer=opt, loss="sparse_categorical_crossentropy")
     model.fit(x, y, epochs=1, verbose=0)
     assert model.optimizer is opt
-    for weight in model.trainable_variables:
-        mine = [v for v in opt.variables if weight.path.replace("/", "_") in v.path]
-        assert len(mine) == 2  # momentum and velocity
-        assert {placement.short_device(v.value.device) for v in mine} == {placement.short_device(weight.value.device)}
-    assert len({placement.short_device(w.value.device) for w in model.trainable_variables}) == 2
-    assert "add_variable_from_reference" not in vars(opt)
-    with pytest.raises(ValueError, match="already built"):
-        placement.build_optimizer_on_devices(opt, model.trainable_variables)
-    with pytest.raises(ValueError, match="optimizer"):
-        placement.build_optimizer_on_devices("adam", model.trainable_variables)
-    with pytest.raises(ValueError, match="no variables"):
-        placement.build_optimizer_on_devices(keras.optimizers.SGD(), [])
+    by_weight = _slot_devices_by_weight(model, opt)
+    assert len(by_weight) == 2 and all(slot_devs == {dev} for dev, slot_devs in by_weight.items())
 
 
 def test_require_devices(replicas):
