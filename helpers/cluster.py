@@ -714,6 +714,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with cluster:
             print(f"started {len(cluster.procs)} worker(s): {cluster.spec} - logs in {cluster.log_dir}", flush=True)
             result = cluster.wait(timeout=args.timeout, grace=args.grace, follow=True)
+    except KeyboardInterrupt:
+        print("interrupted: all workers killed", file=sys.stderr)
+        return 130
     except ClusterTimeoutError as exc:  # before OSError: TimeoutError is an OSError
         print(f"timeout: {exc}", file=sys.stderr)
         return 124

@@ -392,3 +392,29 @@ def test_read_history_and_results(tmp_path):
     assert sorted(hist) == ["worker-0", "worker-1"] and [r["epoch"] for r in hist["worker-0"]] == [1, 2]
     assert workers.read_results(tmp_path) == {"worker-0": {"test_accuracy": 0.5}}
     assert workers.read_history(tmp_path / "missing") == {} and workers.read_results(tmp_path / "missing") == {}
+
+
+def test_cli_ctrl_c_kills_workers(tmp_path):
+    """Ctrl-C on the command line: exit code 130 and no worker left."""
+    pidfile = tmp_path / "pids"
+    script = _script(tmp_path, "s.py", f"""
+        import os, time
+        with open({str(pidfile)!r}, "a") as f:
+            f.write(f"{{os.getpid()}}\\n")
+        print("ready", flush=True)
+        time.sleep(120)
+    """)
+    proc = subprocess.Popen([sys.executable, "-m", "helpers.cluster", "--workers", "2", script],
+                            cwd=str(Path(cluster.__file__).parent.parent), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while len(pidfile.read_text().split() if pidfile.exists() else []) < 2:
+            assert time.time() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err
+    assert _all_gone([int(p) for p in pidfile.read_text().split()])
