@@ -189,3 +189,12 @@ def test_compare_numbering_matches_by_bus_id():
         gpus.compare_numbering(["row"], fastest, pci)
     with pytest.raises(ValueError):
         gpus.compare_numbering(smi, fastest, {"devices": []})
+
+
+def test_probe_cuda_reports_a_broken_child(monkeypatch):
+    from helpers import subproc
+
+    monkeypatch.setattr(subproc, "run_python",
+                        lambda *a, **k: subproc.Result(1, "", "Traceback ...\nOSError: boom\n"))
+    with pytest.raises(RuntimeError, match="OSError: boom"):
+        gpus.probe_cuda()
