@@ -26,6 +26,8 @@ def _check_freest(answer):
     want = _freest_two()
     if entries is None or len(entries) != 2:
         return False, f"{answer!r} selects {len(entries or [])} GPU(s); pick exactly two"
+    if not all(isinstance(e, int) for e in entries):
+        return False, "UUIDs work too, but here give the two nvidia-smi index numbers, e.g. '0,1'"
     if sorted(entries) == want:
         order = "" if entries == want else " (listed in that order, GPU %d becomes /GPU:0)" % entries[0]
         return True, f"GPUs {want[0]} and {want[1]} have the most free memory{order}"
