@@ -134,6 +134,11 @@ def _split(tf, physical, cfg) -> None:
             ) from err
 
 
+def configured_devices() -> Optional[list[str]]:
+    """The replica devices :func:`ensure_devices` set up in this process (None before it ran)."""
+    return None if _configured is None else list(_configured[1])
+
+
 def replica_kind() -> Optional[str]:
     """How the replicas were made by :func:`ensure_devices` (None before it ran)."""
     return None if _configured is None else _configured[2]

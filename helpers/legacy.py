@@ -39,9 +39,9 @@ def replica_devices() -> list[str]:
     """
     from . import devices
 
-    configured = getattr(devices, "_configured", None)  # (n, names, kind) once ensure_devices ran
+    configured = devices.configured_devices()
     if configured is not None:
-        return list(configured[1])
+        return configured
     tf = devices._tf()
     gpus = tf.config.list_logical_devices("GPU")
     return [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]

@@ -94,6 +94,10 @@ def setup_notebook(devices: int = 2, backend: str = "tensorflow", seed: int = 42
         names = jax_devices(devices)
     import keras
 
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        tf.get_logger().setLevel("WARNING")  # tf.distribute's INFO lines drown the lesson's output
     keras.utils.set_random_seed(seed)
     info = versions()
     print(" | ".join(f"{k} {v}" for k, v in info.items()))

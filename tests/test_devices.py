@@ -38,6 +38,7 @@ def test_show_devices_prints_table(replicas, capsys):
     assert "physical" in out and "logical" in out
     assert {r["name"] for r in rows if r["kind"] == "logical"} >= set(replicas)
     assert devices.replica_kind() is not None
+    assert devices.configured_devices() == replicas
 
 
 def test_default_gpu_memory(monkeypatch):
@@ -103,6 +104,7 @@ def test_enough_gpus_uses_first_n(fake):
     tf = fake(4)
     assert devices.ensure_devices(2) == ["/device:GPU:0", "/device:GPU:1"]
     assert tf.splits == {} and devices.replica_kind() == "GPUs"
+    assert devices.configured_devices() == ["/device:GPU:0", "/device:GPU:1"]
 
 
 def test_one_gpu_is_split_with_memory_limit(fake):
