@@ -21,7 +21,9 @@ too: the difference between the two is what a bigger batch alone buys.
 The replica count is fixed once TensorFlow initialised its devices, so every
 replica count runs in its own child process (``python -m helpers.bench
 --child ...``), which measures all the ways for that count and prints one
-progress line per run.  The parent collects the results into a
+progress line per run.  The children are started together so that their slow
+TensorFlow imports overlap, but they measure one at a time: nothing is timed
+while another process is busy.  The parent collects the results into a
 :class:`BenchReport` (table, CSV, plot, MirroredStrategy / towers ratio).
 
 CLI (``make bench``)::
@@ -63,6 +65,7 @@ WAY_LABELS = {
 #: How replica devices were made (helpers.devices.replica_kind) when they are real, separate devices.
 REAL_KIND = "GPUs"
 _RESULT_MARK = "BENCH_RESULT_JSON "
+_READY_MARK = "BENCH_CHILD_READY"
 
 
 @dataclass(frozen=True)
@@ -412,49 +415,106 @@ def _child_env() -> dict:
     return env
 
 
+class _Child:
+    """One benchmark child process: started early, measures only when told to.
+
+    Protocol: the child imports TensorFlow and Keras (the slow part, seconds), prints
+    ``_READY_MARK`` and waits for a line on stdin; only then does it configure its
+    devices and measure, print progress lines and finally ``_RESULT_MARK`` + JSON.
+    So several children can import at the same time while none of them is being
+    timed, and no child touches a GPU before its turn.
+    """
+
+    def __init__(self, replicas: int, cfg: BenchConfig):
+        self.replicas, self.cfg = replicas, cfg
+        self.killed = threading.Event()
+        self._err = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty child cannot block
+        self.proc = subprocess.Popen(_child_command(replicas, cfg), env=_child_env(),
+                                     stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.PIPE,
+                                     text=True)
+        self._watchdog = self._arm()
+
+    def _arm(self) -> threading.Timer:
+        def _stop() -> None:
+            self.killed.set()
+            self.proc.kill()
+
+        timer = threading.Timer(self.cfg.timeout, _stop)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def wait_ready(self, echo: bool) -> None:
+        """Block until the child finished importing (or raise if it died)."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(_READY_MARK):
+                return
+            if echo and line.strip():
+                print(line.rstrip(), flush=True)
+        self._fail()
+
+    def measure(self, echo: bool) -> list[Measurement]:
+        """Tell the child to go, echo its progress lines, return its measurements."""
+        self._watchdog.cancel()
+        self._watchdog = self._arm()  # a fresh timeout for the measuring itself
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.close()
+        except OSError:  # it died already; _fail says why
+            pass
+        results = None
+        for line in self.proc.stdout:  # lines arrive as the child prints them
+            if line.startswith(_RESULT_MARK):
+                results = json.loads(line[len(_RESULT_MARK):])
+            elif echo and line.strip():
+                print(line.rstrip(), flush=True)
+        if self.proc.wait() != 0 or results is None:
+            self._fail()
+        self.close()
+        return [Measurement(**r) for r in results]
+
+    def _fail(self) -> None:
+        self.proc.wait()
+        self._err.seek(0)
+        lines = [ln for ln in self._err.read().splitlines() if ln.strip()]
+        self.close()
+        if self.killed.is_set():
+            raise RuntimeError(f"benchmark child for {self.replicas} replica(s) ran longer than "
+                               f"timeout={self.cfg.timeout} s and was stopped")
+        last = next((ln for ln in reversed(lines) if not ln.startswith(" ")), "no error output")
+        raise RuntimeError(f"benchmark child for {self.replicas} replica(s) failed "
+                           f"(exit code {self.proc.returncode}): {last}")
+
+    def close(self) -> None:
+        """Stop the watchdog, kill the child if it still runs, release its files."""
+        self._watchdog.cancel()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None and not stream.closed:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self._err.close()
+
+
 def run_child(replicas: int, cfg: BenchConfig, echo: bool = True) -> list[Measurement]:
     """Run :func:`measure_all` for ``replicas`` in a fresh Python process and return its results.
 
     Progress lines are echoed as they arrive.  Raises ``RuntimeError`` with the child's
-    last error line if it fails or runs longer than ``cfg.timeout`` seconds.
+    last error line if it fails, or if it imports or measures for longer than
+    ``cfg.timeout`` seconds.
     """
     _check_positive_int("replicas", replicas, "replica devices; 0 replicas cannot train")
     cfg.validate()
-    results: Optional[list] = None
-    with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: a chatty child cannot block
-        proc = subprocess.Popen(_child_command(replicas, cfg), env=_child_env(), stdout=subprocess.PIPE,
-                                stderr=err, stdin=subprocess.DEVNULL, text=True)
-        killed = threading.Event()
-
-        def _stop() -> None:
-            killed.set()
-            proc.kill()
-
-        watchdog = threading.Timer(cfg.timeout, _stop)
-        watchdog.start()
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:  # lines arrive as the child prints them
-                if line.startswith(_RESULT_MARK):
-                    results = json.loads(line[len(_RESULT_MARK):])
-                elif echo and line.strip():
-                    print(line.rstrip(), flush=True)
-            code = proc.wait()
-        finally:
-            watchdog.cancel()
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        err.seek(0)
-        stderr = err.read()
-    if code != 0 or results is None:
-        if killed.is_set():
-            raise RuntimeError(f"benchmark child for {replicas} replica(s) ran longer than "
-                               f"timeout={cfg.timeout} s and was stopped")
-        lines = [ln for ln in stderr.splitlines() if ln.strip()]
-        last = next((ln for ln in reversed(lines) if not ln.startswith(" ")), "no error output")
-        raise RuntimeError(f"benchmark child for {replicas} replica(s) failed (exit code {code}): {last}")
-    return [Measurement(**r) for r in results]
+    child = _Child(replicas, cfg)
+    try:
+        child.wait_ready(echo)
+        return child.measure(echo)
+    finally:
+        child.close()
 
 
 def configured_replicas() -> Optional[int]:
@@ -479,17 +539,32 @@ def run_benchmark(cfg: Optional[BenchConfig] = None, echo: bool = True, reuse_th
     cfg = (cfg or make_config(**overrides)).validate()
     here = configured_replicas() if reuse_this_process else None
     start = time.perf_counter()
+    counts = sorted(cfg.replicas)
+    children: dict[int, _Child] = {}
     rows: list[Measurement] = []
-    for n in sorted(cfg.replicas):
-        if n == here:
-            if echo:
-                print(f"[bench] {n} replica(s): measuring in this process (already has {n} "
-                      "replica devices) ...", flush=True)
-            rows.extend(measure_all(n, cfg, echo=echo))
-            continue
-        if echo:
-            print(f"[bench] {n} replica(s): starting a child process ...", flush=True)
-        rows.extend(run_child(n, cfg, echo=echo))
+    try:
+        if echo and any(n != here for n in counts):
+            print(f"[bench] starting child processes for {', '.join(str(n) for n in counts if n != here)} "
+                  "replica(s); they import TensorFlow side by side, then measure one at a time ...",
+                  flush=True)
+        for n in counts:
+            if n != here:
+                children[n] = _Child(n, cfg)
+        for child in children.values():  # nothing is timed while any child is still importing
+            child.wait_ready(echo)
+        for n in counts:
+            if n == here:
+                if echo:
+                    print(f"[bench] {n} replica(s): measuring in this process (already has {n} "
+                          "replica devices) ...", flush=True)
+                rows.extend(measure_all(n, cfg, echo=echo))
+            else:
+                if echo:
+                    print(f"[bench] {n} replica(s): child process measuring ...", flush=True)
+                rows.extend(children[n].measure(echo))
+    finally:
+        for child in children.values():
+            child.close()
     report = BenchReport(rows, cfg, time.perf_counter() - start)
     if echo:
         print(f"[bench] done in {report.seconds:.1f} s")
@@ -719,6 +794,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.child is not None:  # inside a child process: measure, then hand results back
         cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v
                              for k, v in json.loads(args.config_json).items()})
+        import keras  # noqa: F401  - the slow imports happen before the parent says "go"
+        import tensorflow  # noqa: F401
+
+        from . import legacy, models  # noqa: F401
+
+        print(_READY_MARK, flush=True)
+        if not sys.stdin.readline():  # the parent went away
+            return 1
         results = measure_all(args.child, cfg)
         print(_RESULT_MARK + json.dumps([asdict(m) for m in results]), flush=True)
         return 0

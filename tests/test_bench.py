@@ -235,7 +235,7 @@ def test_cli_writes_csv_and_png_in_a_quick_configuration(tmp_path, capsys, monke
                        "--batch-per-replica", "8"])
     assert code == 0
     text = capsys.readouterr().out
-    assert "starting a child process" in text and "MirroredStrategy / towers throughput" in text
+    assert "starting child processes for 2 replica(s)" in text and "MirroredStrategy / towers throughput" in text
     with open(out / "bench.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert {r["way"] for r in rows} == set(bench.WAYS)
@@ -257,3 +257,17 @@ def test_cli_rejects_bad_arguments_before_starting_children(argv, match, tmp_pat
     with pytest.raises(SystemExit, match=match):
         bench.main(argv)
     assert not (tmp_path / "x").exists()
+
+
+def test_children_measure_one_at_a_time_after_all_imported(monkeypatch, capsys):
+    """Two fake children: both report ready before either is told to go; results come back in order."""
+    script = ("import sys, json, time; print('BENCH_CHILD_READY', flush=True); sys.stdin.readline(); "
+              "n = int(sys.argv[1]); print(f'[fake] child {n} at {time.time()}', flush=True); "
+              "print('BENCH_RESULT_JSON ' + json.dumps([dict(way='one_device', replicas=n, devices_used=1, "
+              "global_batch=8 * n, samples_per_s=100.0 * n, min_samples_per_s=90.0, max_samples_per_s=110.0, "
+              "steps=2, devices=['/device:CPU:0'], replica_kind='GPUs', policy='float32', note='')]))")
+    monkeypatch.setattr(bench, "_child_command", lambda n, cfg: [sys.executable, "-c", script, str(n)])
+    report = bench.run_benchmark(replicas=(1, 3), ways=("one_device",), **TINY)
+    out = capsys.readouterr().out
+    assert out.index("[fake] child 1") < out.index("[fake] child 3")
+    assert [m.samples_per_s for m in report.measurements] == [100.0, 300.0]
