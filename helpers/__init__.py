@@ -8,7 +8,23 @@ Modules, by concept:
     data       offline digits / CIFAR-10 loader
     notebook   ``setup_notebook``, ``scratch_dir``
     template   the notebook template and its hygiene checks
-    exercises  self-checks and solutions
+    exercises  self-checks and solutions (one module per lesson)
+    subproc    run a snippet in a fresh interpreter (device/backend settings)
+    models     the small models every lesson trains
+    tables     plain-text tables
+    plotting   diagrams (data/model/pipeline parallelism, visible GPUs)      - lesson 01/02
+    placement  SplitModel; evidence of where weights live and ops run         - lesson 01
+    gpus       nvidia-smi parsing, CUDA_VISIBLE_DEVICES checks, CUDA probe    - lesson 02
+    legacy     multi_gpu_model re-implemented on Keras 3 (for teaching)       - lesson 03
+    strategy   batch/learning-rate arithmetic, scope checks, tf.data          - lesson 03
+    capsule    the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3)      - lessons 04/05
+    batchnorm  TF 1.3's zero-debias naming, per-replica BatchNorm drift       - lesson 04
+    callbacks  ParallelModelCheckpoint                                        - lesson 05
+    bench      the scaling benchmark (also `make bench`)                      - lesson 06
+    scaling, input_pipeline   batch/LR sweep; cache/prefetch measurements     - lesson 06
+    cluster    local multi-worker launcher (also `python -m helpers.cluster`) - lesson 07
+    distribution  Keras 3 distribution API made visible                       - lesson 08
+    troubleshooting  the error index check behind TROUBLESHOOTING.md
 
 Submodules are imported lazily so that ``import helpers`` never imports
 TensorFlow or Keras (lesson 08 must pick the JAX backend first).

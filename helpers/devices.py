@@ -4,7 +4,7 @@ Why: a data-parallel lesson needs at least two devices, but learners arrive
 with 0, 1 or N GPUs.  :func:`ensure_devices` gives the same code path on all of
 them:
 
-* ``>= n`` GPUs           -> the first ``n`` GPUs;
+* ``>= n`` GPUs           -> the first ``n`` GPUs (memory growth on);
 * ``1 <= GPUs < n``       -> GPU 0 split into ``n`` logical GPUs (memory capped);
 * no GPU                  -> the CPU split into ``n`` logical CPUs.
 
@@ -102,6 +102,11 @@ def ensure_devices(n: int = 2, gpu_memory_mb: Optional[int] = None) -> list[str]
     gpus = tf.config.list_physical_devices("GPU")
     if len(gpus) >= n:
         kind = "GPUs"
+        for gpu in gpus:  # take GPU memory as needed, so worker subprocesses (lesson 07) still fit
+            try:
+                tf.config.experimental.set_memory_growth(gpu, True)
+            except (RuntimeError, ValueError):
+                pass  # already initialised or split: leave TensorFlow's setting alone
     elif gpus:
         kind = "GPU 0 split into logical GPUs"
         limit = gpu_memory_mb or default_gpu_memory_mb(n)

@@ -62,11 +62,17 @@ class FakeTF:
     """Just enough of tf.config to drive ensure_devices' three branches."""
 
     def __init__(self, n_gpus, initialised=False):
-        self.n_gpus, self.initialised, self.splits = n_gpus, initialised, {}
+        self.n_gpus, self.initialised, self.splits, self.growth = n_gpus, initialised, {}, {}
         self.config = types.SimpleNamespace(
             list_physical_devices=self._physical, list_logical_devices=self._logical,
             set_logical_device_configuration=self._set, get_logical_device_configuration=lambda p: self.splits.get(p.name),
-            LogicalDeviceConfiguration=lambda memory_limit=None: ("cfg", memory_limit))
+            LogicalDeviceConfiguration=lambda memory_limit=None: ("cfg", memory_limit),
+            experimental=types.SimpleNamespace(set_memory_growth=self._growth))
+
+    def _growth(self, physical, on):
+        if self.initialised:
+            raise RuntimeError("Physical devices cannot be modified after being initialized")
+        self.growth[physical.name] = on
 
     def _physical(self, kind=None):
         devs = [types.SimpleNamespace(name="/physical_device:CPU:0", device_type="CPU")]
@@ -104,6 +110,7 @@ def test_enough_gpus_uses_first_n(fake):
     tf = fake(4)
     assert devices.ensure_devices(2) == ["/device:GPU:0", "/device:GPU:1"]
     assert tf.splits == {} and devices.replica_kind() == "GPUs"
+    assert tf.growth == {f"/physical_device:GPU:{i}": True for i in range(4)}
     assert devices.configured_devices() == ["/device:GPU:0", "/device:GPU:1"]
 
 
