@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-_BLOCK = re.compile(r"\*\*Message:\*\*\s*\n\s*```[a-z]*\n(.*?)\n\s*```", re.S)
+_BLOCK = re.compile(r"\*\*Message:\*\*[^\n]*\n\s*```[a-z]*\n(.*?)\n\s*```", re.S)
 
 
 @dataclass(frozen=True)
