@@ -93,7 +93,9 @@ rerun-check: $(STAMP)
 	$(TEST_ENV) $(PY) tests/run_twice.py $(NOTEBOOKS)
 
 # Executed copies with outputs and figures, for reading without running (ignored folder _build/html).
+HTML_NOTEBOOKS ?= notebooks/*.ipynb
+HTML_DIR ?= _build/html
 html: $(STAMP)
 	$(TEST_ENV) $(VENV)/bin/jupyter nbconvert --to html --execute --ExecutePreprocessor.timeout=$(NB_CELL_TIMEOUT) \
-	  --ExecutePreprocessor.kernel_name=python3 --output-dir _build/html notebooks/*.ipynb
-	@echo "open _build/html/00_start_here.html"
+	  --ExecutePreprocessor.kernel_name=python3 --output-dir "$(HTML_DIR)" $(HTML_NOTEBOOKS)
+	@echo "executed copies written to $(HTML_DIR)/ (open 00_start_here.html)"
