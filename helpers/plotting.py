@@ -79,7 +79,8 @@ def draw_data_parallel(n_replicas: int = 2, global_batch: int = 8, ax: Optional[
              f"replica {k}\ndevice {k}\nfull model copy\n(same weights W)", COLORS[k % 10], alpha=0.35)
         _arrow(ax, (cx, 0.43), (cx, 0.27), f"grads g{k}")
         _arrow(ax, (cx - 0.06 * width, 0.12), (cx - 0.06 * width, 0.02), "")
-    _box(ax, 0.04, 0.13, 0.92, 0.13, "all-reduce: g = g0 + ... + g%d  (sent to every replica)" % (n - 1),
+    _box(ax, 0.04, 0.13, 0.92, 0.13, "all-reduce: g = " + (" + ".join(f"g{i}" for i in range(n)) if n <= 3 else f"g0 + ... + g{n - 1}")
+         + "  (sent to every replica)",
          "#fff2a8")
     ax.text(0.5, -0.04, "each replica applies the same update W <- W - lr * g, so all copies stay identical",
             ha="center", fontsize=9)
