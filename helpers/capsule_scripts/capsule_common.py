@@ -31,3 +31,13 @@ def fake_gpus(training_utils, n=2):
     names = ["/device:CPU:0"] + ["/device:GPU:%d" % i for i in range(n)]
     training_utils._get_available_devices = lambda: list(names)
     print("note: CPU-only machine, multi_gpu_model's device check faked: %s" % names)
+
+
+def blog_data(seed=0):
+    """Small random stand-ins for the blog's (x_train, y_train), (x_test, y_test), one-hot labels."""
+    import numpy as np
+    from keras.utils import to_categorical
+    np.random.seed(seed)
+    x_train, y_train = np.random.rand(96, 8), to_categorical(np.random.randint(0, 10, 96), 10)
+    x_test, y_test = np.random.rand(32, 8), to_categorical(np.random.randint(0, 10, 32), 10)
+    return (x_train, y_train), (x_test, y_test)

@@ -7,16 +7,15 @@ from __future__ import print_function
 
 import os
 
-import numpy as np
 import tensorflow as tf
 from keras.callbacks import ModelCheckpoint
 from keras.layers import Dense
 from keras.models import Sequential, load_model
 from keras.optimizers import Adam
-from keras.utils import to_categorical, training_utils
+from keras.utils import training_utils
 from keras.utils.training_utils import multi_gpu_model
 
-from capsule_common import banner, fake_gpus
+from capsule_common import banner, blog_data, fake_gpus
 
 
 class ParallelModelCheckpoint(ModelCheckpoint):
@@ -33,9 +32,7 @@ class ParallelModelCheckpoint(ModelCheckpoint):
 
 banner()
 fake_gpus(training_utils)
-np.random.seed(0)
-x_train, y_train = np.random.rand(96, 8), to_categorical(np.random.randint(0, 10, 96), 10)
-x_test, y_test = np.random.rand(32, 8), to_categorical(np.random.randint(0, 10, 32), 10)
+(x_train, y_train), (x_test, y_test) = blog_data()
 
 with tf.device("/cpu:0"):
     model = Sequential([Dense(16, activation="relu", input_shape=(8,)), Dense(10, activation="softmax")])
