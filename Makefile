@@ -43,7 +43,9 @@ lab: $(STAMP)
 
 # The time capsule: the original 2017 stack, built once and cached in .capsule/ (see helpers/capsule.py).
 CAPSULE := .capsule
-PY36 := $(shell command -v python3.6 2>/dev/null || ls $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.6*/bin/python3.6 2>/dev/null | head -n 1)
+# A Python 3.6 that really runs (a pyenv shim for an unselected version does not): pyenv's own build first.
+PY36 := $(shell for c in $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.6*/bin/python3.6 $$(command -v python3.6); do \
+	  [ -x "$$c" ] && "$$c" -c 'import sys; assert sys.version_info[:2] == (3, 6)' >/dev/null 2>&1 && { echo "$$c"; break; }; done)
 CAPSULE_REQ := helpers/capsule_requirements.txt
 
 capsule:
