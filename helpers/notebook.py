@@ -7,6 +7,7 @@ the same 20 lines copied into nine notebooks.
 
 from __future__ import annotations
 
+import atexit
 import os
 import platform
 import shutil
@@ -114,17 +115,31 @@ def setup_notebook(devices: int = 2, backend: str = "tensorflow", seed: int = 42
     return names
 
 
+_SCRATCH_MADE: set = set()
+
+
+def _remove_scratch() -> None:
+    for path in _SCRATCH_MADE:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def scratch_dir(name: str) -> Path:
     """A fresh, empty folder for a lesson's files, outside the repository.
 
-    Lives under ``$MULTIGPU_SCRATCH`` or the system temp dir; emptied on each
-    call so "Run All" twice starts clean.
+    Lives under ``$MULTIGPU_SCRATCH`` or the system temp dir, in a folder named
+    after the lesson *and this process* (``lesson07-12345``), so two kernels -
+    two learners on one server, or CI next to a developer - never share files.
+    Emptied on each call so "Run All" twice starts clean; removed when the
+    process exits.
     """
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"name must be letters, digits, '-' or '_', got {name!r}")
     root = Path(os.environ.get(SCRATCH_ENV) or Path(tempfile.gettempdir()) / "keras-multigpu-course")
-    path = root / name
+    path = root / f"{name}-{os.getpid()}"
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
+    if not _SCRATCH_MADE:
+        atexit.register(_remove_scratch)
+    _SCRATCH_MADE.add(path)
     return path

@@ -1,5 +1,6 @@
 """helpers.notebook: setup_notebook, scratch_dir, environment detection."""
 
+import os
 import sys
 
 import pytest
@@ -43,6 +44,7 @@ def test_scratch_dir_is_fresh_and_outside_repo(tmp_path, monkeypatch):
     p = notebook.scratch_dir("lesson99")
     (p / "f.txt").write_text("x")
     assert notebook.scratch_dir("lesson99") == p and not any(p.iterdir())
+    assert p.parent == tmp_path and p.name == f"lesson99-{os.getpid()}"
     with pytest.raises(ValueError):
         notebook.scratch_dir("../escape")
     with pytest.raises(ValueError):
@@ -68,3 +70,11 @@ def test_import_helpers_does_not_import_tensorflow():
     r = run_python("import sys, helpers; helpers.config; print('tensorflow' in sys.modules, 'keras' in sys.modules)",
                    echo=False)
     assert r.stdout.strip() == "False False"
+
+
+def test_scratch_dirs_differ_between_processes_and_are_removed(tmp_path):
+    code = "import helpers; p = helpers.scratch_dir('same'); (p / 'f').write_text('x'); print(p)"
+    env = {"MULTIGPU_SCRATCH": str(tmp_path)}
+    a, b = (run_python(code, env=env, echo=False).stdout.strip() for _ in range(2))
+    assert a != b and a.startswith(str(tmp_path))
+    assert not list(tmp_path.iterdir()), "scratch folders must be removed when the process exits"
