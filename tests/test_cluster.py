@@ -350,7 +350,7 @@ def test_worker_scripts_are_found_and_shown(capsys):
     assert "def make_train_step" in src and "def backup_manager" in src and "def main" not in src
     workers.show("mwms_train", "dataset_fn")
     assert "ds.shard(" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="known: mwms_train"):
+    with pytest.raises(ValueError, match="known: backup_restore_train, mwms_train"):
         workers.path("nope")
     with pytest.raises(ValueError, match="module names"):
         workers.path("../etc")

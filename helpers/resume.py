@@ -1,0 +1,254 @@
+"""Kill a ``model.fit`` job for real, restart it, check what ``BackupAndRestore`` restored (lesson 07).
+
+Why: the claim "a killed job resumes from its last backup and loses no epoch"
+is only convincing with a real process and a real ``SIGKILL`` - no flag, no
+exception, no cleanup in the victim.  :class:`TrainingRun` starts
+``python -m helpers.workers.backup_restore_train`` as a child process, waits
+for a given epoch to appear in its epoch log, kills it, or waits for it to
+finish.  Like :mod:`helpers.cluster` it never leaves a process behind: its own
+process group (a kill reaches anything it started), ``SIGKILL`` on timeout or
+when the ``with`` block exits, an ``atexit`` hook, and ``PR_SET_PDEATHSIG`` so
+the child dies with the notebook's kernel.
+
+From a notebook::
+
+    from helpers import resume
+    with resume.TrainingRun(out, epochs=4) as job:
+        job.wait_for_epoch(2, timeout=120)
+        job.kill()                            # -9
+    resume.run(out, epochs=4, timeout=120)    # the same command again: resumes
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import weakref
+from pathlib import Path
+from typing import Optional, Union
+
+from .cluster import _die_with_parent, error_summary, strip_noise
+
+MODULE = "helpers.workers.backup_restore_train"
+EPOCH_LOG = "epochs.jsonl"
+RESULT = "result.json"
+WEIGHTS = "final.weights.npz"
+_ROOT = Path(__file__).resolve().parent.parent
+_LIVE: "weakref.WeakSet[TrainingRun]" = weakref.WeakSet()
+
+
+class TrainingFailedError(RuntimeError):
+    """The training process exited with an error (or before the awaited epoch)."""
+
+
+class TrainingTimeoutError(TimeoutError):
+    """The training process ran past its time limit; it has been killed."""
+
+
+def _positive_int(name: str, value: object, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _positive_seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def command(out_dir: Union[str, Path], epochs: int = 4, *, examples: int = 512, batch: int = 32,
+            lr: float = 0.01, seed: int = 42, backup_dir: Union[str, Path, None] = None) -> list[str]:
+    """The child's command line (after ``python``): the same list every time, so a restart is identical."""
+    _positive_int("epochs", epochs)
+    _positive_int("examples", examples, minimum=0)
+    _positive_int("batch", batch, minimum=2)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+        raise ValueError(f"lr must be a number > 0, got {lr!r}")
+    if not str(out_dir):
+        raise ValueError("out_dir must be a folder path")
+    argv = ["-m", MODULE, "--out", str(out_dir), "--epochs", str(epochs), "--examples", str(examples),
+            "--batch", str(batch), "--lr", repr(float(lr)), "--seed", str(int(seed))]
+    return argv + (["--backup-dir", str(backup_dir)] if backup_dir is not None else [])
+
+
+def read_epochs(out_dir: Union[str, Path]) -> list[dict]:
+    """Every epoch line all runs in ``out_dir`` appended, in order: ``{"epoch", "loss", "pid"}``."""
+    path = Path(out_dir) / EPOCH_LOG
+    if not path.exists():
+        return []
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def read_result(out_dir: Union[str, Path]) -> Optional[dict]:
+    """The ``result.json`` of the run that finished in ``out_dir``, or None if none finished."""
+    path = Path(out_dir) / RESULT
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def read_weights(out_dir: Union[str, Path]) -> list:
+    """The final weights (numpy arrays) a finished run saved; ``FileNotFoundError`` if none finished."""
+    import numpy as np
+
+    with np.load(Path(out_dir) / WEIGHTS) as z:
+        return [z[f"arr_{i}"] for i in range(len(z.files))]
+
+
+class TrainingRun:
+    """One training process: ``python -m helpers.workers.backup_restore_train --out OUT ...``.
+
+    A context manager: leaving the ``with`` block kills it if it still runs.
+    Its output goes to ``OUT/run-<n>.log`` (the first free ``n``); the
+    arguments are those of :func:`command`.
+    """
+
+    def __init__(self, out_dir: Union[str, Path], epochs: int = 4, *, env: Optional[dict] = None, **kwargs):
+        self.out_dir = Path(out_dir)
+        self.argv = command(self.out_dir, epochs, **kwargs)
+        self.epochs = epochs
+        self.extra_env = {str(k): str(v) for k, v in (env or {}).items()}
+        self.proc: Optional[subprocess.Popen] = None
+        self.log_path: Optional[Path] = None
+
+    def start(self) -> "TrainingRun":
+        if self.proc is not None:
+            raise RuntimeError("this run was already started; create a new TrainingRun to restart")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        n = 1
+        while (self.out_dir / f"run-{n}.log").exists():
+            n += 1
+        self.log_path = self.out_dir / f"run-{n}.log"
+        env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "KERAS_BACKEND", "XLA_FLAGS")}
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env.setdefault("MULTIGPU_GPU_MEMORY_MB", "1024")  # a split GPU must also hold the notebook's share
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join([str(_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+        env.update(self.extra_env)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen([sys.executable, *self.argv], env=env, stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True, preexec_fn=_die_with_parent)
+        _LIVE.add(self)
+        return self
+
+    def __enter__(self) -> "TrainingRun":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _started(self) -> subprocess.Popen:
+        if self.proc is None:
+            raise RuntimeError("start the run first (TrainingRun(...).start() or a with block)")
+        return self.proc
+
+    @property
+    def pid(self) -> int:
+        return self._started().pid
+
+    @property
+    def returncode(self) -> Optional[int]:
+        """None while running; ``-9`` after a ``SIGKILL``; 0 after a finished run."""
+        return self._started().poll()
+
+    def log(self, raw: bool = False) -> str:
+        """The child's output so far (TensorFlow's C++ log lines hidden unless ``raw``)."""
+        self._started()
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return text if raw else strip_noise(text).strip()
+
+    def _failure(self, what: str) -> TrainingFailedError:
+        return TrainingFailedError(f"training process {self.proc.pid} exited with {self.proc.returncode} "
+                                   f"{what}: {error_summary(self.log(raw=True)) or 'no Python error in its log'} "
+                                   f"(log: {self.log_path})")
+
+    def wait_for_epoch(self, epoch: int, timeout: float = 120, poll: float = 0.02) -> dict:
+        """Block until this process has logged the end of ``epoch`` (1-based); return that line.
+
+        The line is written after ``BackupAndRestore`` saved that epoch, so
+        the backup is on disk when this returns.  Raises
+        :class:`TrainingFailedError` if the process exits first and
+        :class:`TrainingTimeoutError` (after killing it) after ``timeout`` s.
+        """
+        _positive_int("epoch", epoch)
+        if epoch > self.epochs:
+            raise ValueError(f"epoch {epoch} never comes: this run has {self.epochs} epochs")
+        timeout = _positive_seconds("timeout", timeout)
+        proc, deadline = self._started(), time.time() + timeout
+        while True:
+            exited = proc.poll() is not None  # before reading: a line written before exiting is seen
+            for row in read_epochs(self.out_dir):
+                if row["pid"] == proc.pid and row["epoch"] == epoch:
+                    return row
+            if exited:
+                raise self._failure(f"before finishing epoch {epoch}")
+            if time.time() > deadline:
+                self.stop()
+                raise TrainingTimeoutError(f"epoch {epoch} not finished within {timeout:g} s; "
+                                           f"process {proc.pid} killed (log: {self.log_path})")
+            time.sleep(poll)
+
+    def kill(self) -> int:
+        """``SIGKILL`` the process group (no cleanup in the child), reap it, return its exit code.
+
+        ``-9`` means the kill hit a running process; any other code means it
+        had already exited by itself (the caller should check).
+        """
+        proc = self._started()
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return proc.wait(timeout=30)
+
+    def wait(self, timeout: float = 300) -> int:
+        """Wait for the process to exit; return its code. Killed and :class:`TrainingTimeoutError` after ``timeout``."""
+        timeout = _positive_seconds("timeout", timeout)
+        proc = self._started()
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise TrainingTimeoutError(f"training process {proc.pid} still running after {timeout:g} s; "
+                                       f"killed (log: {self.log_path})") from None
+
+    def stop(self) -> None:
+        """Kill the process group if the process still runs, and reap it. Idempotent."""
+        if self.proc is not None:
+            if self.proc.poll() is None:  # once reaped, its pid (and group id) may belong to someone else
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)  # also reaches anything it started
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - uninterruptible sleep
+                pass
+        _LIVE.discard(self)
+
+
+@atexit.register
+def _stop_all() -> None:
+    for run_ in list(_LIVE):
+        run_.stop()
+
+
+def run(out_dir: Union[str, Path], epochs: int = 4, *, timeout: float = 300, echo: bool = True,
+        **kwargs) -> dict:
+    """Run the training to the end (always cleaned up); print its output; return its ``result.json``.
+
+    Raises :class:`TrainingFailedError` if it fails, :class:`TrainingTimeoutError` if it hangs.
+    """
+    with TrainingRun(out_dir, epochs, **kwargs) as job:
+        code = job.wait(timeout=timeout)
+        if echo:
+            print(job.log())
+        if code != 0:
+            raise job._failure("instead of 0")
+    return read_result(out_dir)
