@@ -23,6 +23,7 @@ Modules, by concept:
     bench      the scaling benchmark (also `make bench`)                      - lesson 06
     scaling, input_pipeline   batch/LR sweep; cache/prefetch measurements     - lesson 06
     cluster    local multi-worker launcher (also `python -m helpers.cluster`) - lesson 07
+    resume     kill a fit job for real, restart it (BackupAndRestore)         - lesson 07
     distribution  Keras 3 distribution API made visible                       - lesson 08
     troubleshooting  the error index check behind TROUBLESHOOTING.md
 
