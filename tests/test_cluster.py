@@ -20,21 +20,13 @@ import pytest
 from helpers import cluster, workers
 from helpers.cluster import (ClusterSpecError, ClusterTimeoutError, LocalCluster, PortBusyError,
                              WorkerFailedError)
-
-
-def _alive(pid: int) -> bool:
-    """True if ``pid`` is a running (not zombie) process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+from helpers.cluster import pid_alive as alive
 
 
 def _all_gone(pids, within: float = 5.0) -> bool:
     """True once none of ``pids`` runs (a SIGKILL is delivered asynchronously to non-children)."""
     deadline = time.time() + within
-    while any(_alive(p) for p in pids):
+    while any(alive(p) for p in pids):
         if time.time() > deadline:
             return False
         time.sleep(0.05)
@@ -229,7 +221,7 @@ def test_exception_in_with_block_kills_workers(tmp_path):
         with LocalCluster(_script(tmp_path, "s.py", SLEEPER), 2) as c:
             c.wait_for("ready", worker=1, timeout=30)
             pids = c.pids
-            assert all(_alive(p) for p in pids)
+            assert all(alive(p) for p in pids)
             raise RuntimeError("cell failed")
     assert _all_gone(pids)
 
@@ -296,11 +288,11 @@ def test_workers_die_with_a_killed_launcher(tmp_path):
             assert time.time() < deadline and parent.poll() is None
             time.sleep(0.1)
         pids = json.loads(pidfile.read_text())
-        assert all(_alive(p) for p in pids)
+        assert all(alive(p) for p in pids)
         parent.kill()
         parent.wait()
         deadline = time.time() + 10
-        while any(_alive(p) for p in pids) and time.time() < deadline:
+        while any(alive(p) for p in pids) and time.time() < deadline:
             time.sleep(0.1)
         assert _all_gone(pids)
     finally:

@@ -19,6 +19,7 @@ import pytest
 
 from helpers import resume, workers
 from helpers.resume import TrainingFailedError, TrainingRun, TrainingTimeoutError
+from helpers.cluster import pid_alive as alive
 
 FAKE = """
     import json, os, subprocess, sys, time
@@ -39,18 +40,9 @@ FAKE = """
 """
 
 
-def _alive(pid: int) -> bool:
-    """True if ``pid`` is a running (not zombie) process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _gone(pid: int, within: float = 5.0) -> bool:
     deadline = time.time() + within
-    while _alive(pid):
+    while alive(pid):
         if time.time() > deadline:
             return False
         time.sleep(0.05)
@@ -133,7 +125,7 @@ def test_kill_after_an_epoch_is_a_real_sigkill_of_the_whole_group(fake, tmp_path
         row = job.wait_for_epoch(2, timeout=60)
         assert row["epoch"] == 2 and row["pid"] == job.pid
         kid = int((tmp_path / "out" / "kid.pid").read_text())
-        assert _alive(kid)
+        assert alive(kid)
         assert job.kill() == -signal.SIGKILL and job.returncode == -signal.SIGKILL
         assert job.kill() == -signal.SIGKILL  # again: nothing left to kill, same code
     assert _gone(kid), "the kill must reach what the training process started"
