@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 from . import config
+from .devices import GPU_MEMORY_ENV
 
 WAYS = ("one_device", "towers", "mirrored")
 WAY_LABELS = {
@@ -64,6 +65,8 @@ WAY_LABELS = {
 }
 #: How replica devices were made (helpers.devices.replica_kind) when they are real, separate devices.
 REAL_KIND = "GPUs"
+#: Memory (MiB) of each logical GPU a child may carve out of one GPU while this process holds a share.
+CHILD_GPU_MEMORY_MB = "1024"
 _RESULT_MARK = "BENCH_RESULT_JSON "
 _READY_MARK = "BENCH_CHILD_READY"
 
@@ -409,6 +412,12 @@ def _child_env() -> dict:
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env["PYTHONUNBUFFERED"] = "1"
     env["KERAS_BACKEND"] = "tensorflow"
+    if configured_replicas() is not None:
+        # This process (a notebook kernel) already holds its replica devices. If they are one GPU
+        # split in two, that share stays allocated while a child splits the same GPU again (e.g.
+        # 4 x 3 GiB next to the kernel's 2 x 4 GiB on a 15 GiB Colab T4): cap the child's split.
+        # No effect on CPUs or when there are enough whole GPUs (those use memory growth).
+        env.setdefault(GPU_MEMORY_ENV, CHILD_GPU_MEMORY_MB)
     # The child must import *these* helpers even when started from another directory.
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

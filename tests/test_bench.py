@@ -271,3 +271,17 @@ def test_children_measure_one_at_a_time_after_all_imported(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert out.index("[fake] child 1") < out.index("[fake] child 3")
     assert [m.samples_per_s for m in report.measurements] == [100.0, 300.0]
+
+
+def test_child_env_caps_a_gpu_split_only_when_this_process_holds_devices(monkeypatch):
+    from helpers import devices
+
+    monkeypatch.delenv(devices.GPU_MEMORY_ENV, raising=False)
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    monkeypatch.setattr(devices, "_configured", None)           # e.g. the `make bench` command line
+    env = bench._child_env()
+    assert devices.GPU_MEMORY_ENV not in env and env["KERAS_BACKEND"] == "tensorflow"
+    monkeypatch.setattr(devices, "_configured", (2, ("/device:GPU:0", "/device:GPU:1"), "GPU 0 split"))
+    assert bench._child_env()[devices.GPU_MEMORY_ENV] == bench.CHILD_GPU_MEMORY_MB   # a kernel holds a share
+    monkeypatch.setenv(devices.GPU_MEMORY_ENV, "3000")
+    assert bench._child_env()[devices.GPU_MEMORY_ENV] == "3000"                     # the user's choice wins
