@@ -63,17 +63,27 @@ def _positive_seconds(name: str, value: object) -> float:
 
 
 def command(out_dir: Union[str, Path], epochs: int = 4, *, examples: int = 512, batch: int = 32,
-            lr: float = 0.01, seed: int = 42, backup_dir: Union[str, Path, None] = None) -> list[str]:
-    """The child's command line (after ``python``): the same list every time, so a restart is identical."""
+            lr: float = 0.01, seed: int = 42, backup_dir: Union[str, Path, None] = None,
+            min_epoch_seconds: float = 0.0) -> list[str]:
+    """The child's command line (after ``python``): the same list every time, so a restart is identical.
+
+    ``min_epoch_seconds`` > 0 makes every epoch last at least that long (wall clock, before its
+    backup), so that "kill it after epoch k" lands before epoch k + 1 ends even on a fast machine.
+    """
     _positive_int("epochs", epochs)
     _positive_int("examples", examples, minimum=0)
     _positive_int("batch", batch, minimum=2)
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
         raise ValueError(f"lr must be a number > 0, got {lr!r}")
+    if isinstance(min_epoch_seconds, bool) or not isinstance(min_epoch_seconds, (int, float)) \
+            or not 0 <= min_epoch_seconds < float("inf"):
+        raise ValueError(f"min_epoch_seconds must be a number of seconds >= 0, got {min_epoch_seconds!r}")
     if not str(out_dir):
         raise ValueError("out_dir must be a folder path")
     argv = ["-m", MODULE, "--out", str(out_dir), "--epochs", str(epochs), "--examples", str(examples),
             "--batch", str(batch), "--lr", repr(float(lr)), "--seed", str(int(seed))]
+    if min_epoch_seconds:
+        argv += ["--min-epoch-seconds", repr(float(min_epoch_seconds))]
     return argv + (["--backup-dir", str(backup_dir)] if backup_dir is not None else [])
 
 

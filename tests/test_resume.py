@@ -69,6 +69,8 @@ def test_command_is_the_same_every_time_and_complete(tmp_path):
     assert opts == {"--out": str(tmp_path), "--epochs": "5", "--examples": "0", "--batch": "16",
                     "--lr": "0.1", "--seed": "7"}
     assert resume.command(tmp_path, backup_dir=tmp_path / "b")[-2:] == ["--backup-dir", str(tmp_path / "b")]
+    assert "--min-epoch-seconds" not in argv  # 0 (the default): no wait, no flag
+    assert resume.command(tmp_path, min_epoch_seconds=0.25)[-2:] == ["--min-epoch-seconds", "0.25"]
     workers.path("backup_restore_train")  # the script ships with the helpers
 
 
@@ -80,6 +82,8 @@ def test_command_is_the_same_every_time_and_complete(tmp_path):
     ({"batch": 1}, "batch must be an int >= 2"),
     ({"lr": 0}, "lr must be a number > 0"),
     ({"lr": "0.1"}, "lr must be a number > 0"),
+    ({"min_epoch_seconds": -1}, "min_epoch_seconds must be a number of seconds >= 0"),
+    ({"min_epoch_seconds": float("nan")}, "min_epoch_seconds must be a number of seconds >= 0"),
 ])
 def test_bad_arguments_are_refused_before_anything_starts(tmp_path, kwargs, words):
     with pytest.raises(ValueError, match=words):
@@ -180,8 +184,11 @@ def test_run_returns_the_result_and_prints_the_log(fake, tmp_path, capsys):
 
 
 def test_sigkill_mid_way_then_restart_resumes_after_the_backup(tmp_path):
-    """The real thing: the reference and the victim run at once, the victim is killed after epoch 1."""
-    epochs, fit = 4, dict(examples=256, batch=32)
+    """The real thing: the reference and the victim run at once, the victim is killed after epoch 1.
+
+    ``min_epoch_seconds`` keeps every epoch >= 0.2 s, so the kill lands in epoch 2 however fast this machine is.
+    """
+    epochs, fit = 4, dict(examples=256, batch=32, min_epoch_seconds=0.2)
     with TrainingRun(tmp_path / "ref", epochs, **fit) as ref, TrainingRun(tmp_path / "job", epochs, **fit) as job:
         job.wait_for_epoch(1, timeout=180)
         assert job.kill() == -signal.SIGKILL, "the job finished before the kill"
@@ -209,3 +216,7 @@ def test_worker_script_refuses_bad_options(tmp_path):
                           capture_output=True, text=True, cwd=root, timeout=60,
                           env=dict(os.environ, PYTHONPATH=str(root)))
     assert proc.returncode == 2 and "need --epochs >= 1" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", resume.MODULE, "--out", str(tmp_path), "--min-epoch-seconds", "-1"],
+                          capture_output=True, text=True, cwd=root, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(root)))
+    assert proc.returncode == 2 and "--min-epoch-seconds >= 0" in proc.stderr

@@ -43,10 +43,33 @@ def parse_args(argv):
     p.add_argument("--batch", type=int, default=32, help="global batch, both replicas together")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--min-epoch-seconds", type=float, default=0.0,
+                   help="wait until an epoch has lasted this long before its backup (gives a lesson time "
+                        "to kill the run mid-way, however fast the machine)")
     args = p.parse_args(argv)
-    if args.epochs < 1 or args.examples < 0 or args.batch < 2 or args.lr <= 0:
-        p.error("need --epochs >= 1, --examples >= 0, --batch >= 2 and --lr > 0")
+    if args.epochs < 1 or args.examples < 0 or args.batch < 2 or args.lr <= 0 or args.min_epoch_seconds < 0:
+        p.error("need --epochs >= 1, --examples >= 0, --batch >= 2, --lr > 0 and --min-epoch-seconds >= 0")
     return args
+
+
+def make_epoch_floor(seconds):
+    """A callback that makes every epoch last at least ``seconds`` (wall clock; the numbers do not change).
+
+    Listed before ``BackupAndRestore``, it waits before the backup is written, so a
+    kill that lands during the wait hits an epoch that is not backed up yet.
+    """
+    import time
+
+    import keras
+
+    class EpochFloor(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.started = time.monotonic()
+
+        def on_epoch_end(self, epoch, logs=None):
+            time.sleep(max(0.0, seconds - (time.monotonic() - self.started)))
+
+    return EpochFloor()
 
 
 def make_epoch_log(path):
@@ -89,7 +112,8 @@ def train(args, devices):
         model = small_mlp(input_dim=x.shape[1], num_classes=data.num_classes)
         model.compile(optimizer=keras.optimizers.Adam(args.lr), loss="sparse_categorical_crossentropy")
     callbacks = [
-        keras.callbacks.BackupAndRestore(args.backup_dir),  # first: saves at the end of every epoch ...
+        make_epoch_floor(args.min_epoch_seconds),          # an epoch lasts >= this long (0: no wait)
+        keras.callbacks.BackupAndRestore(args.backup_dir),  # then the backup of the finished epoch ...
         make_epoch_log(Path(args.out) / EPOCH_LOG),        # ... so this line appears after the backup
     ]
     history = model.fit(x, y, batch_size=args.batch, epochs=args.epochs, shuffle=False,

@@ -48,9 +48,12 @@ def parse_args(argv):
     p.add_argument("--backup-dir", default=None, help="fault-tolerance backups (default: <out>/backup)")
     p.add_argument("--data", choices=("auto", "digits", "cifar10"), default="auto")
     p.add_argument("--port-base", type=int, default=8888, help="first port on each host (Slurm only)")
+    p.add_argument("--min-epoch-seconds", type=float, default=0.0,
+                   help="wait until an epoch has lasted this long before backing it up (a lesson that kills "
+                        "the job after an epoch then has time to do it before the next epochs end, on any machine)")
     args = p.parse_args(argv)
-    if args.epochs < 1 or args.global_batch < 1 or args.lr <= 0:
-        p.error("--epochs and --global-batch must be >= 1 and --lr > 0")
+    if args.epochs < 1 or args.global_batch < 1 or args.lr <= 0 or args.min_epoch_seconds < 0:
+        p.error("--epochs and --global-batch must be >= 1, --lr > 0 and --min-epoch-seconds >= 0")
     return args
 
 
@@ -149,6 +152,7 @@ def run_ctl(args, strategy, model, optimizer, data, say, chief, spec, tag):
     say(f"restored backup {name}: {done} epoch(s) already done, resuming" if name
         else "no backup found: starting from epoch 1")
     for epoch in range(done + 1, args.epochs + 1):
+        started = time.time()
         it = iter(strategy.distribute_datasets_from_function(
             dataset_fn(data.x_train, data.y_train, args.global_batch, epoch, args.seed)))
         total, local = 0.0, 0.0
@@ -156,6 +160,7 @@ def run_ctl(args, strategy, model, optimizer, data, say, chief, spec, tag):
             global_loss, local_losses = train_step(*next(it))
             total += float(global_loss)
             local += float(np.mean([float(v) for v in local_losses]))
+        time.sleep(max(0.0, args.min_epoch_seconds - (time.time() - started)))  # 0 unless asked for
         epochs_done.assign(epoch)
         manager.save(checkpoint_number=epoch)  # every worker saves; only the chief's copy is kept
         if not chief:
