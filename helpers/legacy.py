@@ -106,6 +106,11 @@ def _make_wrapper_class():
         underscore.  It deliberately has no ``get_config``: ``save()`` on it raises
         ``NotImplementedError`` (the Keras 3 form of 2017's ``can't pickle``), and
         the fix is the same as then - save ``.template``.
+
+        XLA is off for it (``supports_jit = False``), as in Keras 2, which had no
+        XLA: on a GPU machine ``compile(jit_compile="auto")`` would otherwise
+        compile the training step as one XLA computation on one device, so the
+        towers' ``tf.device`` scopes would no longer put them on their devices.
         """
 
         def __init__(self, template, tower_devices, merge_device, **kwargs):
@@ -114,6 +119,7 @@ def _make_wrapper_class():
             self.tower_devices = list(tower_devices)
             self.merge_device = merge_device
             self.built = True  # all its weights exist already: they are the template's
+            self.supports_jit = False  # XLA would run every tower on one device (see above)
             names = getattr(template, "output_names", None)
             if names:
                 self.output_names = list(names)  # so compile(loss={name: ...}) works as in Keras 2
@@ -240,8 +246,9 @@ def tower_op_devices(parallel_model, example: Any) -> dict[str, set[str]]:
     spec = tf.nest.map_structure(
         lambda a: tf.TensorSpec((None,) + tuple(a.shape[1:]), tf.as_dtype(a.dtype)), example)
     # Trace the multi-tower path itself (``call`` wraps it in a tf.cond, whose branches
-    # live in separate function graphs).
-    fn = tf.function(lambda x: parallel_model._towers(x, False))
+    # live in separate function graphs). No AutoGraph: _towers has only Python loops,
+    # and AutoGraph cannot read a lambda's source (it would print a long warning).
+    fn = tf.function(lambda x: parallel_model._towers(x, False), autograph=False)
     graph = fn.get_concrete_function(spec).graph
     found: dict[str, set[str]] = {}
     scopes = [f"replica_{i}" for i in range(len(parallel_model.tower_devices))] + ["merge"]

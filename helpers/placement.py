@@ -50,6 +50,12 @@ class SplitModel(keras.Model):
     weights are created inside the right ``tf.device`` scope by :meth:`build`.
 
     Not meant for saving (no ``get_config``): it exists to show placement.
+
+    It turns XLA off for itself (``supports_jit = False``). On a GPU machine
+    ``compile(jit_compile="auto")`` would otherwise compile ``fit``'s step with
+    XLA, and an XLA computation runs on one device: it cannot read weights that
+    live on another one (TensorFlow refuses with "Trying to access resource ...
+    located in device ..."), which is the whole point of this model.
     """
 
     def __init__(self, parts: Sequence[keras.layers.Layer], devices: Sequence[str], **kwargs):
@@ -68,6 +74,7 @@ class SplitModel(keras.Model):
             short_device(d)
         self.parts = parts
         self.part_devices = tuple(devices)
+        self.supports_jit = False  # one XLA computation = one device; see the class docstring
 
     def build(self, input_shape):
         shape = tuple(input_shape)

@@ -102,6 +102,16 @@ def test_towers_run_on_different_devices(keras, replicas):
     assert {canon(d) for d in placed["merge"]} == {("CPU", 0)}
 
 
+def test_wrapper_opts_out_of_xla(keras):
+    # On a GPU, compile(jit_compile="auto") would otherwise make fit's step one XLA computation
+    # on one device, and the towers would not run on their devices (Keras 2 had no XLA).
+    from keras.src.trainers.trainer import model_supports_jit
+
+    template = _cnn(keras)
+    assert model_supports_jit(template)
+    assert not model_supports_jit(multi_gpu_model(template, gpus=2))
+
+
 def test_device_list_order_and_gpu_merge(keras, replicas):
     parallel = multi_gpu_model(_cnn(keras), gpus=[1, 0], cpu_merge=False)
     assert parallel.tower_devices == [replicas[1], replicas[0]]

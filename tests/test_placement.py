@@ -53,6 +53,15 @@ def test_split_model_trains(replicas):
     assert hist.history["loss"][-1] < hist.history["loss"][0]
 
 
+def test_split_model_opts_out_of_xla(replicas):
+    # compile(jit_compile="auto") asks this on a GPU machine; one XLA computation runs on one
+    # device and cannot read the other part's weights, so SplitModel must say no.
+    from keras.src.trainers.trainer import model_supports_jit
+
+    assert model_supports_jit(keras.Sequential([keras.Input((5,)), layers.Dense(2)]))
+    assert not model_supports_jit(placement.SplitModel(_parts(), replicas))
+
+
 def test_split_model_rejects_built_parts_and_mismatch(replicas):
     built = keras.Sequential([keras.Input((5,)), layers.Dense(2)])
     with pytest.raises(ValueError, match="already built"):
