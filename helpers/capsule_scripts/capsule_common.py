@@ -41,3 +41,10 @@ def blog_data(seed=0):
     x_train, y_train = np.random.rand(96, 8), to_categorical(np.random.randint(0, 10, 96), 10)
     x_test, y_test = np.random.rand(32, 8), to_categorical(np.random.randint(0, 10, 32), 10)
     return (x_train, y_train), (x_test, y_test)
+
+
+def prepare(training_utils, n=2):
+    """What every 2017 script does first: print the versions, fake the GPUs, return the data."""
+    banner()
+    fake_gpus(training_utils, n)
+    return blog_data()

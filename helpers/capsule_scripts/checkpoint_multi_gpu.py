@@ -14,11 +14,9 @@ from keras.optimizers import Adam
 from keras.utils import training_utils
 from keras.utils.training_utils import multi_gpu_model  # the blog's import
 
-from capsule_common import banner, blog_data, fake_gpus
+from capsule_common import prepare
 
-banner()
-fake_gpus(training_utils)
-(x_train, y_train), (x_test, y_test) = blog_data()
+(x_train, y_train), (x_test, y_test) = prepare(training_utils)  # versions, faked GPUs, data
 
 with tf.device("/cpu:0"):
     model = Sequential([Dense(16, activation="relu", input_shape=(8,)), Dense(10, activation="softmax")])

@@ -15,7 +15,7 @@ from keras.optimizers import Adam
 from keras.utils import training_utils
 from keras.utils.training_utils import multi_gpu_model
 
-from capsule_common import banner, blog_data, fake_gpus
+from capsule_common import prepare
 
 
 class ParallelModelCheckpoint(ModelCheckpoint):
@@ -30,9 +30,7 @@ class ParallelModelCheckpoint(ModelCheckpoint):
         super(ParallelModelCheckpoint, self).set_model(self.single_model)
 
 
-banner()
-fake_gpus(training_utils)
-(x_train, y_train), (x_test, y_test) = blog_data()
+(x_train, y_train), (x_test, y_test) = prepare(training_utils)  # versions, faked GPUs, data
 
 with tf.device("/cpu:0"):
     model = Sequential([Dense(16, activation="relu", input_shape=(8,)), Dense(10, activation="softmax")])
