@@ -16,7 +16,7 @@ Modules, by concept:
     placement  SplitModel; evidence of where weights live and ops run         - lesson 01
     gpus       nvidia-smi parsing, CUDA_VISIBLE_DEVICES checks, CUDA probe    - lesson 02
     legacy     multi_gpu_model re-implemented on Keras 3 (for teaching)       - lesson 03
-    strategy   batch/learning-rate arithmetic, scope checks, tf.data          - lesson 03
+    strategy   batch/learning-rate arithmetic, scope checks, replica splits   - lesson 03
     capsule    the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3)      - lessons 04/05
     batchnorm  TF 1.3's zero-debias naming, per-replica BatchNorm drift       - lesson 04
     callbacks  ParallelModelCheckpoint                                        - lesson 05

@@ -1,4 +1,4 @@
-"""Small tools for ``tf.distribute.MirroredStrategy``: batch math, scope checks, tf.data.
+"""Small tools for ``tf.distribute.MirroredStrategy``: batch math, scope checks, how a batch is split.
 
 Why: the three things people get wrong when moving from ``multi_gpu_model`` to
 MirroredStrategy are (1) where the model is created and compiled relative to
@@ -66,27 +66,6 @@ def scale_learning_rate(base_lr: float, base_batch: int, new_batch: int, rule: s
         raise ValueError(f"rule must be one of {LR_RULES}, got {rule!r}")
     k = new_batch / base_batch
     return float(base_lr * {"linear": k, "sqrt": math.sqrt(k), "none": 1.0}[rule])
-
-
-def make_dataset(x: Any, y: Any, global_batch: int, shuffle: bool = True, seed: int = 0,
-                 drop_remainder: bool = False):
-    """A ``tf.data`` input pipeline for ``fit`` under a strategy: shuffle, batch, prefetch.
-
-    Batch with the **global** batch size (the strategy splits each batch across
-    the replicas); ``prefetch(AUTOTUNE)`` prepares the next batch while the
-    replicas compute.  Keep ``drop_remainder=False`` to train on every row: the
-    partial last batch is split unevenly (see :func:`replica_split`).
-    """
-    import tensorflow as tf
-
-    _positive_int("global_batch", global_batch)
-    n = len(tf.nest.flatten(x)[0])
-    if n != len(tf.nest.flatten(y)[0]):
-        raise ValueError(f"x and y have different numbers of rows: {n} vs {len(tf.nest.flatten(y)[0])}")
-    ds = tf.data.Dataset.from_tensor_slices((x, y))
-    if shuffle:
-        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
-    return ds.batch(global_batch, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
 
 
 def per_replica_batch_sizes(strategy, dataset) -> list[list[int]]:
