@@ -8,7 +8,9 @@ without editing a single cell.  Set the environment variable
     MULTIGPU_MODE=full make lab
 
 Notebooks never read the variable themselves; they ask :func:`mode`,
-:func:`is_quick` or :func:`pick`.
+:func:`is_quick` or :func:`pick`.  :func:`validate_environment` checks every
+course setting read from the environment in milliseconds, before TensorFlow
+is imported, so a typo fails at once instead of after a ten-second import.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ from typing import TypeVar
 
 ENV_VAR = "MULTIGPU_MODE"
 MODES = ("quick", "full")
+#: Per-logical-GPU memory cap in MiB (read by helpers.devices; same name as devices.GPU_MEMORY_ENV).
+GPU_MEMORY_ENV = "MULTIGPU_GPU_MEMORY_MB"
+MIN_GPU_MEMORY_MB = 64
+#: Folder for the lessons' scratch files (read by helpers.notebook.scratch_dir).
+SCRATCH_ENV = "MULTIGPU_SCRATCH"
 T = TypeVar("T")
 
 
@@ -46,3 +53,27 @@ def pick(quick: T, full: T) -> T:
     Example: ``epochs = pick(quick=2, full=30)``.
     """
     return quick if is_quick() else full
+
+
+def validate_environment() -> None:
+    """Check the course settings read from the environment; ``ValueError`` with one clear line if one is bad.
+
+    Checks ``MULTIGPU_MODE`` (``quick`` or ``full``, any case, blank = quick),
+    ``MULTIGPU_GPU_MEMORY_MB`` (if set: a whole number of MiB, at least 64) and
+    ``MULTIGPU_SCRATCH`` (if set: not an existing file).  Imports nothing but the
+    standard library, so it runs in milliseconds before TensorFlow, Keras or JAX.
+    """
+    mode()
+    memory = os.environ.get(GPU_MEMORY_ENV)
+    if memory:  # the same test as helpers.devices.default_gpu_memory_mb: empty = unset
+        try:
+            value = int(memory)
+        except ValueError:
+            raise ValueError(f"{GPU_MEMORY_ENV}={memory!r} is not a whole number of MiB "
+                             f"(e.g. {GPU_MEMORY_ENV}=1024); unset it for the default.") from None
+        if value < MIN_GPU_MEMORY_MB:
+            raise ValueError(f"{GPU_MEMORY_ENV}={memory!r} is too small: each logical GPU needs at "
+                             f"least {MIN_GPU_MEMORY_MB} MiB.")
+    scratch = os.environ.get(SCRATCH_ENV)
+    if scratch and os.path.exists(scratch) and not os.path.isdir(scratch):
+        raise ValueError(f"{SCRATCH_ENV}={scratch!r} is a file; point it at a folder (or unset it).")
