@@ -1,10 +1,32 @@
 # Two commands for learners:  make lab   |   make test
 # Quick/full switch: MULTIGPU_MODE=quick (default) or full, e.g. `make lab MULTIGPU_MODE=full`.
+# Two stacks: STACK=pinned (default; requirements.txt, Python 3.11, .venv) or STACK=hosted
+# (requirements-hosted.txt: Colab's/Kaggle's versions, Python 3.13, .venv-hosted, helpers installed without -e).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
-VENV   ?= .venv
+STACK ?= pinned
+PYENV_VERSIONS := $${PYENV_ROOT:-$$HOME/.pyenv}/versions
+# An interpreter of the wanted version that really runs (a pyenv shim of an unselected version does not).
+find_python = $(shell for c in $(PYENV_VERSIONS)/$(1)*/bin/python$(1) $$(command -v python$(1)); do \
+	  [ -x "$$c" ] && "$$c" -c 'import sys; assert "%d.%d" % sys.version_info[:2] == "$(1)"' >/dev/null 2>&1 \
+	  && { echo "$$c"; break; }; done)
+ifeq ($(STACK),pinned)
+  PY_VERSION := 3.11
+  VENV ?= .venv
+  REQUIREMENTS := requirements.txt
+  HELPERS_INSTALL := --no-deps -e .
+else ifeq ($(STACK),hosted)
+  PY_VERSION := 3.13
+  VENV ?= .venv-hosted
+  REQUIREMENTS := requirements-hosted.txt
+  HELPERS_INSTALL := --no-deps --force-reinstall .
+  # A non-editable install is a snapshot: refresh it before every run so tests see the working tree.
+  REFRESH_HELPERS := $(VENV)/bin/python -m pip install -q --no-deps --force-reinstall . && rm -rf build
+else
+  $(error STACK=$(STACK) is not a stack; use STACK=pinned (default) or STACK=hosted)
+endif
+PYTHON ?= $(call find_python,$(PY_VERSION))
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 MULTIGPU_MODE ?= quick
@@ -15,24 +37,40 @@ LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 PYTEST_ARGS ?=
 NB_CELL_TIMEOUT ?= 600
 
-# Test-time environment: quiet TensorFlow, headless matplotlib, reproducible hashing.
-TEST_ENV := TF_CPP_MIN_LOG_LEVEL=2 MPLBACKEND=Agg PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
+# The kernel name and display name every notebook records (helpers/template.py; a test keeps them equal).
+KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
+# Test-time environment: reproducible hashing. No TensorFlow log variable and no matplotlib backend are set:
+# notebooks run as a learner's kernel does (tests/conftest.py sets them for unit tests only).
+TEST_ENV := PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
 
 .PHONY: help install lab test unit notebooks capsule gpu-check sync-notebooks clean bench rerun-check html
 
 help:
-	@echo "make lab        - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
-	@echo "make test       - unit tests + every notebook through nbval, with a per-notebook time table"
-	@echo "make capsule    - build the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3) if Python 3.6 exists"
-	@echo "make gpu-check  - run every notebook on a GPU machine (1 GPU split into 2 logical GPUs), timed"
+	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
+	@echo "                    (LAB_ARGS='--port=8890 --IdentityProvider.token=abc' passes options to jupyter lab)"
+	@echo "make test         - unit tests + every notebook through nbval, with a per-notebook time table"
+	@echo "make install      - only create and fill the environment (.venv, or .venv-hosted with STACK=hosted)"
+	@echo "make unit         - unit tests only;  make notebooks - notebooks only"
+	@echo "make capsule      - build the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3) if Python 3.6 exists"
+	@echo "make bench        - the scaling benchmark from the command line: CSV + PNG under _output/bench/"
+	@echo "make html         - executed copies of the notebooks, with outputs and figures, in _build/html/"
+	@echo "make rerun-check  - run every notebook twice in one kernel (slow)"
+	@echo "make gpu-check    - run every notebook on a GPU machine (1 GPU split into 2 logical GPUs), timed"
+	@echo "make sync-notebooks - re-render badges and the bootstrap cell in every notebook (maintainers)"
+	@echo "make clean        - remove .venv, .venv-hosted, the time capsule and built outputs"
+	@echo "STACK=pinned|hosted   pinned (default): requirements.txt, Python 3.11; hosted: Colab/Kaggle's versions, Python 3.13"
 	@echo "MULTIGPU_MODE=quick|full selects quick (CI, laptops) or full (real GPUs) training."
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): $(REQUIREMENTS) pyproject.toml
+	@if [ ! -x $(PY) ] && [ -z "$(PYTHON)" ]; then \
+	  echo "STACK=$(STACK) needs Python $(PY_VERSION): none found (tried pyenv's $(PY_VERSION).x and python$(PY_VERSION) on PATH)." \
+	       "Install it (e.g. 'pyenv install $(PY_VERSION)') or pass PYTHON=/path/to/python$(PY_VERSION); nothing was installed."; exit 1; fi
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
-	$(PY) -m pip install -q --no-deps -e .
-	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (keras multi-GPU course)" >/dev/null
+	$(PY) -m pip install -q -r $(REQUIREMENTS)
+	$(PY) -m pip install -q $(HELPERS_INSTALL)
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "$(KERNEL_DISPLAY_NAME)" >/dev/null
+	mkdir -p $(VENV)/share/jupyter/lab/settings && cp lab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
 
 install: $(STAMP)
@@ -59,13 +97,17 @@ capsule:
 	  touch $(CAPSULE)/.installed; echo "time capsule: built"; fi
 
 test: $(STAMP) capsule
+	$(REFRESH_HELPERS)
+	@echo "stack: $(STACK) ($(VENV), $$($(PY) -c 'import platform; print("Python", platform.python_version())'))"
 	$(TEST_ENV) $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: $(STAMP)
+	$(REFRESH_HELPERS)
 	$(TEST_ENV) $(PY) -m pytest tests -p no:cacheprovider $(PYTEST_ARGS)
 
 notebooks: $(STAMP)
+	$(REFRESH_HELPERS)
 	$(TEST_ENV) $(PY) -m pytest notebooks --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS)
 
@@ -84,20 +126,25 @@ sync-notebooks: $(STAMP)
 	$(PY) -m helpers.template check
 
 clean:
-	rm -rf $(VENV) $(CAPSULE) _build _output
+	rm -rf .venv .venv-hosted $(CAPSULE) _build _output
 
 # Scaling benchmark for instructors / GPU machines: writes a CSV and a PNG under _output/bench/.
 bench: $(STAMP)
+	$(REFRESH_HELPERS)
 	$(TEST_ENV) $(PY) -m helpers.bench --out _output/bench
 
 # Run every notebook twice in one kernel from a temporary working directory (slow; not part of `make test`).
 rerun-check: $(STAMP)
+	$(REFRESH_HELPERS)
 	$(TEST_ENV) $(PY) tests/run_twice.py $(NOTEBOOKS)
 
 # Executed copies with outputs and figures, for reading without running (ignored folder _build/html).
-HTML_NOTEBOOKS ?= notebooks/*.ipynb
+# No MPLBACKEND here: the kernel keeps matplotlib's inline backend, so every plt.show() draws into the copy.
+HTML_NOTEBOOKS ?= $(wildcard notebooks/*.ipynb)
 HTML_DIR ?= _build/html
 html: $(STAMP)
-	$(TEST_ENV) $(VENV)/bin/jupyter nbconvert --to html --execute --ExecutePreprocessor.timeout=$(NB_CELL_TIMEOUT) \
-	  --ExecutePreprocessor.kernel_name=python3 --output-dir "$(HTML_DIR)" $(HTML_NOTEBOOKS)
-	@echo "executed copies written to $(HTML_DIR)/ (open 00_start_here.html)"
+	$(REFRESH_HELPERS)
+	env -u MPLBACKEND $(TEST_ENV) $(VENV)/bin/jupyter nbconvert --to html --execute \
+	  --ExecutePreprocessor.timeout=$(NB_CELL_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 \
+	  --output-dir "$(HTML_DIR)" $(HTML_NOTEBOOKS)
+	@echo "executed copies written to $(HTML_DIR)/ (open $(HTML_DIR)/$(basename $(notdir $(firstword $(HTML_NOTEBOOKS)))).html)"

@@ -2,6 +2,8 @@
 
 Modules, by concept:
     config     the quick/full switch (``MULTIGPU_MODE``)
+    versions   the running stack and the supported range (``at_least("keras", "3.14")``)
+    quiet      TensorFlow's harmless start-up lines kept out of the notebook
     course     repository URL, badges
     devices    replica devices on 0, 1 or N GPUs (``ensure_devices``)
     errors     ``expect_error`` for errors shown on purpose

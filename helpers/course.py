@@ -40,12 +40,24 @@ def binder_url(notebook_path: str) -> str:
     return f"https://mybinder.org/v2/gh/{REPO_SLUG}/{BRANCH}?labpath={quote(str(path), safe='')}"
 
 
+def kaggle_url(notebook_path: str) -> str:
+    """Kaggle link that imports ``notebook_path`` from GitHub into a new Kaggle notebook."""
+    path = _check_path(notebook_path)
+    return f"https://kaggle.com/kernels/welcome?src=https://github.com/{REPO_SLUG}/blob/{BRANCH}/{path}"
+
+
 def badges_markdown(notebook_path: str) -> str:
-    """The Colab + Binder badge line for a notebook."""
+    """The Colab + Kaggle + Binder badge line for a notebook."""
     return (
         f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(notebook_path)}) "
+        f"[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]({kaggle_url(notebook_path)}) "
         f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder_url(notebook_path)})"
     )
+
+
+#: The line every Kaggle learner needs once: two real GPUs are one setting away.
+KAGGLE_GPU_LINE = ("On Kaggle, choose Settings > Accelerator > **GPU T4 x2** before running: two real GPUs, so the "
+                   "lessons use both and the all-reduce is real NCCL between them.")
 
 
 #: The course map: (notebook file, title, one line). README and 00_start_here show it; a test keeps all three in sync.

@@ -25,10 +25,24 @@ GPU_MEMORY_ENV = "MULTIGPU_GPU_MEMORY_MB"
 _configured: Optional[tuple[int, tuple[str, ...], str]] = None  # (n, names, kind)
 
 
-def _tf():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
+_tf_started = False
 
+
+def _tf():
+    """TensorFlow, imported (and CUDA probed) once with its harmless start-up lines filtered out."""
+    global _tf_started
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if _tf_started:
+        import tensorflow as tf
+
+        return tf
+    from .quiet import filtered_native_stderr
+
+    with filtered_native_stderr():
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()  # CUDA starts here; this does not fix the device list yet
+    _tf_started = True
     return tf
 
 
@@ -101,19 +115,19 @@ def ensure_devices(n: int = 2, gpu_memory_mb: Optional[int] = None) -> list[str]
     tf = _tf()
     gpus = tf.config.list_physical_devices("GPU")
     if len(gpus) >= n:
-        kind = "GPUs"
+        kind = KIND_GPUS
         for gpu in gpus:  # take GPU memory as needed, so worker subprocesses (lesson 07) still fit
             try:
                 tf.config.experimental.set_memory_growth(gpu, True)
             except (RuntimeError, ValueError):
                 pass  # already initialised or split: leave TensorFlow's setting alone
     elif gpus:
-        kind = "GPU 0 split into logical GPUs"
+        kind = KIND_SPLIT_GPU
         limit = gpu_memory_mb or default_gpu_memory_mb(n)
         cfg = [tf.config.LogicalDeviceConfiguration(memory_limit=limit)] * n
         _split(tf, gpus[0], cfg)
     else:
-        kind = "CPU split into logical CPUs"
+        kind = KIND_SPLIT_CPU
         cpu = tf.config.list_physical_devices("CPU")[0]
         if n > 1:
             _split(tf, cpu, [tf.config.LogicalDeviceConfiguration()] * n)
@@ -147,6 +161,64 @@ def configured_devices() -> Optional[list[str]]:
 def replica_kind() -> Optional[str]:
     """How the replicas were made by :func:`ensure_devices` (None before it ran)."""
     return None if _configured is None else _configured[2]
+
+
+KIND_GPUS = "GPUs"
+KIND_SPLIT_GPU = "GPU 0 split into logical GPUs"
+KIND_SPLIT_CPU = "CPU split into logical CPUs"
+
+
+def gpu_names() -> list[str]:
+    """Model names of the physical GPUs TensorFlow sees, e.g. ``['Tesla T4', 'Tesla T4']`` (``[]`` without GPUs)."""
+    tf = _tf()
+    names = []
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            details = tf.config.experimental.get_device_details(gpu)
+        except (RuntimeError, ValueError):
+            details = {}
+        names.append(details.get("device_name") or gpu.name)
+    return names
+
+
+def hardware_label(kind: Optional[str], n: int, names: Optional[list[str]] = None) -> str:
+    """What ``n`` replicas of ``kind`` really are, for figure titles: ``"2 x Tesla T4"``, ``"1 x Tesla T4 split in 2"``."""
+    if kind is None:
+        raise ValueError("kind is None: call ensure_devices() first")
+    _check_n(n)
+    names = list(names or [])
+    if kind == KIND_GPUS:
+        used = names[:n] or ["GPU"] * n
+        if len(set(used)) == 1:
+            return f"{n} x {used[0]}"
+        return " + ".join(used)
+    if kind == KIND_SPLIT_GPU:
+        return f"1 x {names[0] if names else 'GPU'} split in {n}"
+    if kind == KIND_SPLIT_CPU:
+        return f"1 CPU split in {n}" if n > 1 else "1 CPU"
+    raise ValueError(f"unknown replica kind {kind!r}")
+
+
+def replicas_note(kind: Optional[str], n: int, names: Optional[list[str]] = None) -> str:
+    """One line telling the learner which case they are in and what the all-reduce runs on.
+
+    * ``n`` physical GPUs: replicas run in parallel; ``MirroredStrategy`` all-reduces with NCCL.
+    * one GPU split: replicas share one chip; NCCL does not work across virtual GPUs, so TF 2.20-2.21's
+      ``MirroredStrategy`` uses its ring all-reduce (older code paths log "NCCL is not supported when
+      using virtual GPUs" and reduce on one device).
+    * split CPU: real replicas and a real all-reduce, on the same cores.
+    """
+    label = hardware_label(kind, n, names)
+    if n == 1:
+        return f"1 replica on {label}: nothing to all-reduce."
+    if kind == KIND_GPUS:
+        return (f"{label}: real parallel replicas; MirroredStrategy all-reduces the gradients with NCCL "
+                "between the GPUs. Speed-ups you measure here are real.")
+    if kind == KIND_SPLIT_GPU:
+        return (f"{label}: the replicas share one chip, so expect no speed-up. NCCL does not work across virtual "
+                "GPUs: MirroredStrategy (TF 2.20-2.21) all-reduces with its ring implementation instead.")
+    return (f"{label}: real replicas and a real all-reduce (TensorFlow's ring collectives on the CPU), "
+            "but on the same cores, so expect no speed-up.")
 
 
 def device_table() -> list[dict[str, str]]:

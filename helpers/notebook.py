@@ -9,38 +9,43 @@ from __future__ import annotations
 
 import atexit
 import os
-import platform
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from . import config
+from .versions import stack_line, versions  # noqa: F401  (versions: kept for lessons that print it)
 
 BACKENDS = ("tensorflow", "jax")
 SCRATCH_ENV = "MULTIGPU_SCRATCH"
 
 
 def where_am_i() -> str:
-    """``"colab"``, ``"binder"`` or ``"local"``."""
-    if "google.colab" in sys.modules:
+    """``"colab"``, ``"kaggle"``, ``"binder"`` or ``"local"``."""
+    if "google.colab" in sys.modules or os.environ.get("COLAB_RELEASE_TAG"):
         return "colab"
+    if os.environ.get("KAGGLE_KERNEL_RUN_TYPE") or os.environ.get("KAGGLE_URL_BASE"):
+        return "kaggle"
     if os.environ.get("BINDER_LAUNCH_HOST") or os.environ.get("BINDER_REPO_URL"):
         return "binder"
     return "local"
 
 
-def versions() -> dict[str, str]:
-    """Versions of Python and of the libraries the course uses (only those already importable)."""
-    import importlib.metadata as md
+#: What a hosted learner without a GPU reads, once, in the Setup cell.
+NO_GPU_ADVICE = {
+    "colab": "Colab: this runtime has no GPU. For one real GPU choose Runtime > Change runtime type > T4 GPU "
+             "(the kernel restarts); until then every lesson runs on the CPU split in two logical devices.",
+    "kaggle": "Kaggle: this session has no GPU. For two real GPUs choose Settings > Accelerator > GPU T4 x2 "
+              "(the session restarts); until then every lesson runs on the CPU split in two logical devices.",
+}
 
-    out = {"python": platform.python_version()}
-    for dist in ("tensorflow", "keras", "jax", "numpy"):
-        try:
-            out[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            pass
-    return out
+
+def no_gpu_advice(where: str, n_gpus: int) -> str:
+    """The one line for a Colab/Kaggle session without a GPU ('' elsewhere or when a GPU is there)."""
+    if n_gpus < 0:
+        raise ValueError(f"n_gpus must be >= 0, got {n_gpus}")
+    return NO_GPU_ADVICE.get(where, "") if n_gpus == 0 else ""
 
 
 def _select_backend(backend: str, n_devices: int) -> None:
@@ -85,6 +90,7 @@ def setup_notebook(devices: int = 2, backend: str = "tensorflow", seed: int = 42
     Returns the replica device names (see :func:`helpers.devices.ensure_devices`).
     Safe to call again in the same kernel with the same arguments (Run All twice).
     """
+    getattr(config, "validate_environment", config.mode)()  # TODO(lead): plain call once config has it; a typo in MULTIGPU_* fails here, before seconds of importing TensorFlow
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from .devices import _check_n
 
@@ -103,15 +109,23 @@ def setup_notebook(devices: int = 2, backend: str = "tensorflow", seed: int = 42
 
         tf.get_logger().setLevel("WARNING")  # tf.distribute's INFO lines drown the lesson's output
     keras.utils.set_random_seed(seed)
-    info = versions()
-    print(" | ".join(f"{k} {v}" for k, v in info.items()))
+    where = where_am_i()
+    print(stack_line())
     print(f"Keras backend: {keras.backend.backend()} | mode: {config.mode()} "
-          f"(set {config.ENV_VAR}=full to train for real) | running on: {where_am_i()}")
+          f"(set {config.ENV_VAR}=full to train for real) | running on: {where}")
     if backend == "tensorflow":
+        from .devices import gpu_names, replicas_note
+
         show_devices()
+        gpus = gpu_names()
         print(f"replicas: {len(names)} ({replica_kind()}) -> {names}")
+        print(replicas_note(replica_kind(), len(names), gpus))
+        advice = no_gpu_advice(where, len(gpus))
     else:
         print(f"replicas: {len(names)} JAX devices -> {names}")
+        advice = no_gpu_advice(where, sum(n.lower().startswith(("cuda", "gpu")) for n in names))
+    if advice:
+        print(advice)
     return names
 
 

@@ -33,6 +33,10 @@ if ("google.colab" in sys.modules or os.environ.get("MULTIGPU_FORCE_BOOTSTRAP"))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"git+{{url}}"], check=True)
     print("installed the course helpers from", url)'''
 
+#: The kernelspec every notebook records. `make lab` installs its kernel under the same name and display name
+#: (the Makefile's KERNEL_DISPLAY_NAME; a test keeps them equal), so JupyterLab opens a notebook unmodified.
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
 SETUP_PREFIX = "# Setup 2/2 - versions, mode and replica devices.\nimport helpers\n"
 
 
@@ -53,8 +57,12 @@ def _code(text: str) -> dict:
 
 def header_markdown(path: str, title: str, learn: str) -> str:
     """Title, badges and the 'what you will learn' paragraph."""
-    return (f"# {title}\n\n{BADGE_MARK}\n{course.badges_markdown(path)}\n\n"
-            f"**What you will learn.** {learn}")
+    return f"# {title}\n\n{badge_block(path)}\n\n**What you will learn.** {learn}"
+
+
+def badge_block(path: str) -> str:
+    """The marker, the badge line and the Kaggle GPU line, as they stand in a notebook's first cell."""
+    return f"{BADGE_MARK}\n{course.badges_markdown(path)}  \n{course.KAGGLE_GPU_LINE}"
 
 
 def new_notebook(path: str, title: str, learn: str = "TODO", devices: int = 2) -> dict:
@@ -69,7 +77,7 @@ def new_notebook(path: str, title: str, learn: str = "TODO", devices: int = 2) -
         _md("## Exercise 1\n\nTODO"),
     ]
     return {"cells": cells, "metadata": {
-        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "kernelspec": dict(KERNELSPEC),
         "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
 
 
@@ -96,6 +104,8 @@ def problems(nb: dict, path: str) -> list[str]:
     cells = nb.get("cells", [])
     if nb.get("metadata", {}).get("kernelspec", {}).get("name") != "python3":
         out.append("kernelspec name must be 'python3'")
+    elif nb.get("metadata", {}).get("kernelspec") != KERNELSPEC:
+        out.append(f"kernelspec must be {KERNELSPEC} (what `make lab` installs; run: python -m helpers.template sync)")
     for i, c in enumerate(cells):
         if c.get("cell_type") == "code" and (c.get("outputs") or c.get("execution_count")):
             out.append(f"cell {i} has stored outputs/execution count (strip them)")
@@ -104,9 +114,9 @@ def problems(nb: dict, path: str) -> list[str]:
     head = _src(cells[0])
     if not head.startswith("# ") or head.count("\n# ") > 0:
         out.append("first cell must start with one '# Title'")
-    if course.badges_markdown(path) not in head:
-        out.append("badges missing or not pointing at this notebook's own path "
-                   "(run: python -m helpers.template sync)")
+    if badge_block(path) not in head:
+        out.append("badges (Colab, Kaggle, Binder + the Kaggle GPU line) missing or not pointing at this notebook's "
+                   "own path (run: python -m helpers.template sync)")
     if "**What you will learn.**" not in head:
         out.append("first cell needs the '**What you will learn.**' paragraph")
     if not _src(cells[1]).startswith("## Setup"):
@@ -125,12 +135,15 @@ def problems(nb: dict, path: str) -> list[str]:
 
 
 def sync(nb: dict, path: str) -> bool:
-    """Re-render badges and the bootstrap cell of ``nb`` in place; True if anything changed."""
+    """Re-render badges, the bootstrap cell and the kernelspec of ``nb`` in place; True if anything changed."""
     cells = nb["cells"]
+    meta = nb.setdefault("metadata", {})
+    spec_changed = meta.get("kernelspec") != KERNELSPEC
+    meta["kernelspec"] = dict(KERNELSPEC)
     head = _src(cells[0])
-    new_head = re.sub(re.escape(BADGE_MARK) + r"\n[^\n]*", BADGE_MARK + "\n" + course.badges_markdown(path)
-                      .replace("\\", "\\\\"), head, count=1)
-    changed = new_head != head
+    new_head = re.sub(re.escape(BADGE_MARK) + r"\n[^\n]*(?:\n[^\n]+)*", badge_block(path).replace("\\", "\\\\"),
+                      head, count=1)
+    changed = new_head != head or spec_changed
     cells[0]["source"] = new_head
     if len(cells) > 2 and cells[2].get("cell_type") == "code" and _src(cells[2]) != BOOTSTRAP_SOURCE:
         cells[2]["source"] = BOOTSTRAP_SOURCE

@@ -157,3 +157,36 @@ def test_real_too_late_after_tf_touched_devices():
     """, echo=False)
     assert r.ok, r.stderr[-2000:]
     assert r.stdout.strip() == "RuntimeError True True"
+
+
+# ---- which case the learner is in: labels and notes -------------------------------------------
+
+def test_two_physical_gpus_use_both_and_say_nccl(fake):
+    fake(2)
+    names = devices.ensure_devices(2)
+    assert names == ["/device:GPU:0", "/device:GPU:1"] and devices.replica_kind() == devices.KIND_GPUS
+    note = devices.replicas_note(devices.replica_kind(), 2, ["Tesla T4", "Tesla T4"])
+    assert note.startswith("2 x Tesla T4: real parallel replicas") and "NCCL" in note
+    assert devices.hardware_label(devices.KIND_GPUS, 2, ["Tesla T4", "Tesla T4"]) == "2 x Tesla T4"
+    assert devices.hardware_label(devices.KIND_GPUS, 2, ["A100", "V100"]) == "A100 + V100"
+
+
+def test_one_gpu_split_says_so(fake):
+    fake(1)
+    devices.ensure_devices(2)
+    note = devices.replicas_note(devices.replica_kind(), 2, ["Tesla T4"])
+    assert note.startswith("1 x Tesla T4 split in 2") and "no speed-up" in note and "virtual" in note
+
+
+def test_cpu_note_and_bad_kinds():
+    assert "same cores" in devices.replicas_note(devices.KIND_SPLIT_CPU, 2)
+    assert devices.replicas_note(devices.KIND_SPLIT_CPU, 1) == "1 replica on 1 CPU: nothing to all-reduce."
+    with pytest.raises(ValueError, match="unknown replica kind"):
+        devices.hardware_label("TPU pod", 2)
+    with pytest.raises(ValueError, match="ensure_devices"):
+        devices.replicas_note(None, 2)
+
+
+def test_gpu_names_without_gpus(replicas):
+    import tensorflow as tf
+    assert devices.gpu_names() == [] or len(devices.gpu_names()) == len(tf.config.list_physical_devices("GPU"))

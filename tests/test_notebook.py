@@ -52,6 +52,8 @@ def test_scratch_dir_is_fresh_and_outside_repo(tmp_path, monkeypatch):
 
 
 def test_where_am_i(monkeypatch):
+    for var in ("COLAB_RELEASE_TAG", "KAGGLE_KERNEL_RUN_TYPE", "KAGGLE_URL_BASE"):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.delenv("BINDER_LAUNCH_HOST", raising=False)
     monkeypatch.delenv("BINDER_REPO_URL", raising=False)
     assert notebook.where_am_i() == "local"
@@ -78,3 +80,37 @@ def test_scratch_dirs_differ_between_processes_and_are_removed(tmp_path):
     a, b = (run_python(code, env=env, echo=False).stdout.strip() for _ in range(2))
     assert a != b and a.startswith(str(tmp_path))
     assert not list(tmp_path.iterdir()), "scratch folders must be removed when the process exits"
+
+
+def test_where_am_i_kaggle(monkeypatch):
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    assert notebook.where_am_i() == "kaggle"
+
+
+def test_no_gpu_advice_is_one_line_on_hosted_platforms_only():
+    assert "GPU T4 x2" in notebook.no_gpu_advice("kaggle", 0) and "\n" not in notebook.no_gpu_advice("kaggle", 0)
+    assert "Change runtime type" in notebook.no_gpu_advice("colab", 0)
+    assert notebook.no_gpu_advice("colab", 1) == notebook.no_gpu_advice("local", 0) == ""
+    with pytest.raises(ValueError):
+        notebook.no_gpu_advice("colab", -1)
+
+
+def test_bad_mode_fails_before_tensorflow_is_imported():
+    r = run_python("""
+        import sys, helpers
+        try:
+            helpers.setup_notebook(devices=2)
+        except ValueError as e:
+            print("ValueError", e, "| tensorflow imported:", "tensorflow" in sys.modules)
+    """, env={"MULTIGPU_MODE": "bogus"}, echo=False)
+    assert r.ok, r.stderr[-2000:]
+    assert "ValueError" in r.stdout and "'bogus'" in r.stdout and "tensorflow imported: False" in r.stdout
+
+
+def test_setup_prints_stack_line_and_replicas_note(replicas, capsys):
+    notebook.setup_notebook(devices=2)
+    out = capsys.readouterr().out
+    assert out.startswith("stack: python ") and "(inside the supported range)" in out
+    assert "expect no speed-up" in out or "NCCL" in out

@@ -35,6 +35,7 @@ def _broken(nb, edit):
     (lambda nb: nb["cells"][2].update(outputs=[{"output_type": "stream", "name": "stdout", "text": "x"}]),
      "stored outputs"),
     (lambda nb: nb["metadata"]["kernelspec"].update(name="py311"), "kernelspec"),
+    (lambda nb: nb["metadata"]["kernelspec"].update(display_name="Python 3"), "kernelspec"),
     (lambda nb: nb["cells"][2].update(source="print(1)"), "bootstrap"),
     (lambda nb: nb["cells"][3].update(source="import helpers"), "setup"),
     (lambda nb: nb["cells"][0].update(source=nb["cells"][0]["source"].replace("07_some", "08_some")), "badges"),
@@ -47,6 +48,7 @@ def test_each_rule_catches(nb, edit, words):
 
 
 def test_sync_repairs_badges_and_bootstrap(nb):
+    nb["metadata"]["kernelspec"]["display_name"] = "Python 3"
     nb["cells"][0]["source"] = nb["cells"][0]["source"].replace("07_some", "08_some")
     nb["cells"][2]["source"] = "old bootstrap"
     assert template.sync(nb, PATH) is True
@@ -63,3 +65,20 @@ def test_cli_new_refuses_overwrite(tmp_path, monkeypatch, capsys):
     assert template.main(["new", "notebooks/09_new_one.ipynb", "New one"]) == 1
     assert template.main(["check"]) == 0
     assert template.main(["bogus"]) == 2
+
+
+def test_makefile_installs_the_kernel_the_notebooks_name():
+    from pathlib import Path
+    makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+    assert f"KERNEL_DISPLAY_NAME := {template.KERNELSPEC['display_name']}\n" in makefile
+    assert "--name python3 --display-name \"$(KERNEL_DISPLAY_NAME)\"" in makefile
+    assert template.KERNELSPEC["name"] == "python3"
+
+
+def test_badges_include_kaggle_and_url_in_one_place():
+    from helpers import course
+    line = course.badges_markdown("notebooks/03_x.ipynb")
+    assert line.count("](") == 6 and "kaggle.com/kernels/welcome?src=https://github.com/" in line
+    assert course.kaggle_url("notebooks/03_x.ipynb").endswith("/blob/main/notebooks/03_x.ipynb")
+    with pytest.raises(ValueError):
+        course.kaggle_url("03_x.ipynb")

@@ -1,0 +1,51 @@
+"""helpers.quiet: harmless native start-up lines are dropped, everything else is shown."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import quiet
+
+NOISE = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+         "I0000 00:00:1796100162.248259    5823 cudart_stub.cc:31] Could not find cuda drivers on your machine, "
+         "GPU will not be used.\n"
+         "E0000 00:00:1796100171.944601    5823 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: "
+         "Failed call to cuInit: UNKNOWN ERROR (303)\n")
+
+
+def test_keep_lines_drops_only_matches():
+    text = NOISE + "E0000 something real went wrong\n"
+    kept = quiet.keep_lines(text, quiet.HARMLESS + quiet.HARMLESS_WITHOUT_DRIVER)
+    assert kept == "E0000 something real went wrong\n"
+    with pytest.raises(ValueError, match="sequence"):
+        quiet.keep_lines(text, "cuInit")
+
+
+def test_cuinit_is_harmless_only_without_a_driver(monkeypatch):
+    monkeypatch.setattr(quiet.shutil, "which", lambda name: None)
+    assert any("cuInit" in p for p in quiet.harmless_patterns())
+    monkeypatch.setattr(quiet.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    assert not any("cuInit" in p for p in quiet.harmless_patterns())
+
+
+def test_filtered_native_stderr_on_file_descriptor_2():
+    code = ("import os, sys\nfrom helpers.quiet import filtered_native_stderr\n"
+            "with filtered_native_stderr():\n"
+            f"    os.write(2, {NOISE.encode()!r})\n"
+            "    os.write(2, b'E0000 keep me\\n')\n"
+            "os.write(2, b'after\\n')\n")
+    env = dict(os.environ, PATH="/usr/bin:/bin")   # no nvidia-smi on this PATH: cuInit counts as harmless
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "E0000 keep me\nafter\n"
+
+
+def test_importing_tensorflow_through_helpers_is_quiet():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TF_CPP")}
+    code = "from helpers.devices import ensure_devices; ensure_devices(2)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for noise in ("absl::InitializeLog", "cudart_stub", "cuInit"):
+        assert noise not in r.stderr, r.stderr
