@@ -90,7 +90,7 @@ def setup_notebook(devices: int = 2, backend: str = "tensorflow", seed: int = 42
     Returns the replica device names (see :func:`helpers.devices.ensure_devices`).
     Safe to call again in the same kernel with the same arguments (Run All twice).
     """
-    getattr(config, "validate_environment", config.mode)()  # TODO(lead): plain call once config has it; a typo in MULTIGPU_* fails here, before seconds of importing TensorFlow
+    config.validate_environment()  # a typo in MULTIGPU_* fails here, before seconds of importing TensorFlow
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from .devices import _check_n
 
