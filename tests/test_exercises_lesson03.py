@@ -1,4 +1,4 @@
-"""Lesson 03's checkers explain wrong answers (the shared test covers solutions and garbage)."""
+"""Lesson 03's checkers explain wrong answers (tests/test_exercises.py covers solutions, kinds, hints)."""
 
 import pytest
 
@@ -6,7 +6,9 @@ from helpers import exercises
 
 
 def _check(key, answer):
-    return exercises.get(key).checker(answer)
+    ok, text = exercises.verdict(key, answer)
+    assert text.startswith(f"Exercise {key} - {'correct' if ok else 'not yet'}: ")
+    return ok, text
 
 
 @pytest.mark.parametrize("answer, words", [
@@ -55,8 +57,9 @@ def _wrong_shape(strategy):
     (_built_outside, "create it inside"),
     (_compiled_outside, "optimizer was created outside"),
     (_wrong_shape, "expected 8x8x1 digits"),
-    (lambda strategy: None, "must return a Keras model"),
-    ("make_model", "expected a function"),
+    (lambda strategy: None, "must return a Keras model, it returned None: does it end with `return model`?"),
+    ("make_model", "you passed the string 'make_model', but this exercise wants a function make_model(strategy)"),
+    (lambda: None, "accepts 0 positional argument(s), but it is called with 1"),
 ])
 def test_03_2_wrong_answers(replicas, make_model, words):
     ok, message = _check("03.2", make_model)

@@ -4,31 +4,158 @@ Why: an exercise is only useful if the learner can tell whether they got it
 right *and why not*.  Each lesson registers its exercises in a module of this
 package (``helpers/exercises/lesson01.py`` ...)::
 
-    register("01.1", title="...", checker=_check, solution=_solve, hint="...")
+    register("01.1", title="...", checker=_check, solution=_solve, hint="...",
+             expects="list", wants="a list with one list of numbers per replica")
 
+* ``expects`` declares the *kind* of answer (see :data:`KINDS`; a tuple allows
+  several).  The framework checks it before the checker runs, so a value
+  where a function was asked for (or the reverse), a class instead of an
+  instance, or ``None`` from a function that forgot ``return`` gets one
+  targeted sentence saying what was passed and what is wanted, instead of an
+  exception from deep inside the checker.  ``takes=N`` also checks that a
+  function answer accepts N positional arguments.
 * ``checker(answer) -> (ok: bool, message: str)``: the message says what is
-  right or wrong, never just "False".
-* ``solution() -> answer``: a working solution; ``tests/test_exercises.py``
-  runs every solution through its checker so solutions cannot rot.
+  right or wrong, never just "False".  It only sees answers of the right kind.
+* ``solution() -> answer``: a working solution; the tests run every solution
+  through :func:`verdict` so solutions cannot rot.
+* ``hint``: a nudge in the right direction that never spells out the answer.
 
 In a notebook::
 
     answer = ...                       # your code
     helpers.exercises.check("01.1", answer)
     # helpers.exercises.show_solution("01.1")   # uncomment to reveal
+
+:func:`check` and :func:`show_solution` only print (they return ``None``, so
+Jupyter shows no stray ``False``); :func:`verdict` returns ``(ok, text)``
+for code and tests that need the verdict.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
+import numbers
 import pkgutil
 import re
 import textwrap
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 Checker = Callable[[Any], "tuple[bool, str]"]
+
+
+def _is_function(value: Any) -> bool:
+    """A function the learner wrote: def, lambda, method, partial or tf.function.
+
+    Not any callable: Keras layers and models are callable too, and passing
+    ``make_model(strategy)`` (a model) where ``make_model`` is wanted must be caught.
+    """
+    return (inspect.isroutine(value) or isinstance(value, functools.partial)
+            or (callable(value) and hasattr(value, "python_function")))  # tf.function
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)  # numpy ints too
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+#: Answer kinds ``register(expects=...)`` understands: name -> (words for the learner, test).
+#: A dotted name such as ``"keras.Model"`` is also a kind: an instance of that class.
+KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "function": ("a function", _is_function),
+    "dict": ("a dict", lambda v: isinstance(v, dict)),
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "int": ("a whole number", _is_int),
+    "number": ("a number", _is_number),
+    "list": ("a list", lambda v: isinstance(v, (list, tuple))),
+}
+
+
+def _resolve_class(dotted: str) -> type:
+    obj: Any = importlib.import_module(dotted.split(".")[0])
+    for part in dotted.split(".")[1:]:
+        obj = getattr(obj, part)
+    if not inspect.isclass(obj):
+        raise ValueError(f"{dotted!r} is not a class")
+    return obj
+
+
+def _check_kind_name(kind: str) -> None:
+    if kind not in KINDS and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", kind):
+        raise ValueError(f"unknown answer kind {kind!r}; use one of {sorted(KINDS)} or a dotted class "
+                         "name such as 'keras.Model'")
+
+
+def _kind_words(kind: str) -> str:
+    return KINDS[kind][0] if kind in KINDS else f"a {kind}"
+
+
+def _matches(kind: str, value: Any) -> bool:
+    if kind in KINDS:
+        return KINDS[kind][1](value)
+    return isinstance(value, _resolve_class(kind))
+
+
+def describe(value: Any) -> str:
+    """A few words saying what ``value`` is, for messages: "the function make_model", "a dict with keys ['a']"."""
+    if value is None:
+        return "None"
+    if value is Ellipsis:
+        return "... (nothing yet)"
+    if inspect.isclass(value):
+        return f"the class {value.__qualname__} itself (not an instance)"
+    if inspect.isfunction(value) or inspect.ismethod(value) or inspect.isbuiltin(value):
+        name = value.__name__
+        return "a lambda function" if name == "<lambda>" else f"the function {name}"
+    if isinstance(value, bool):
+        return f"the boolean {value}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string {shown!r}"
+    if _is_number(value):
+        return f"the number {value!r}"
+    if isinstance(value, dict):
+        keys = sorted(map(repr, value))
+        return f"a dict with keys [{', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''}]"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)} item(s)"
+    cls = type(value)
+    name = cls.__name__
+    if name == "PerReplica":
+        return ("a PerReplica value (one tensor per replica; strategy.experimental_local_results "
+                "gives them as a tuple)")
+    if hasattr(value, "element_spec"):
+        return f"a tf.data dataset ({name})"
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"an array or tensor of shape {tuple(value.shape)}"
+    top = cls.__module__.split(".")[0]
+    if top in ("keras", "tf_keras"):
+        bases = {c.__name__ for c in cls.__mro__}
+        what = "model" if "Model" in bases else "layer" if "Layer" in bases else "object"
+        return f"a Keras {what} ({name})"
+    if top == "tensorflow":
+        return f"a TensorFlow {name} object"
+    return f"an object of type {name}"
+
+
+def _positional_capacity(fn: Callable) -> "tuple[int, float] | None":
+    """(required, maximum) positional arguments of ``fn``; None if Python cannot tell."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    params = list(sig.parameters.values())
+    required = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+                   for p in params)
+    most: float = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        most = float("inf")
+    return required, most
 
 
 @dataclass(frozen=True)
@@ -38,19 +165,65 @@ class Exercise:
     checker: Checker
     solution: Callable[[], Any]
     hint: str = ""
+    expects: tuple = ()
+    wants: str = ""
+    takes: Union[int, None] = None
+
+    def shape_problem(self, answer: Any) -> Union[str, None]:
+        """A sentence if ``answer`` is the wrong kind of thing for this exercise, else None."""
+        wants = self.wants or " or ".join(_kind_words(k) for k in self.expects)
+        if self.expects and not any(_matches(k, answer) for k in self.expects):
+            given = describe(answer)
+            if answer is None:
+                return (f"you passed None; this exercise wants {wants}. (A function without `return` "
+                        "gives None.)")
+            if self.expects[0] == "function":
+                named = re.search(r"function (\w+)\(", wants)
+                name = named.group(1) if named else "my_function"
+                extra = (f" Give the function itself (answer = {name}), not the result of calling it."
+                         if not inspect.isclass(answer) else "")
+                return f"you passed {given}, but this exercise wants {wants}.{extra}"
+            if _is_function(answer):
+                return (f"you passed {given}, but this exercise wants {wants}. If your function computes "
+                        "the answer, call it and give the result.")
+            if inspect.isclass(answer):
+                return f"you passed {given}; this exercise wants {wants}: create one, {answer.__name__}(...)."
+            return f"you passed {given}; this exercise wants {wants}."
+        if self.takes is not None and _is_function(answer):
+            capacity = _positional_capacity(answer)
+            if capacity and not capacity[0] <= self.takes <= capacity[1]:
+                required, most = capacity
+                accepts = (f"{required}" if required == most else
+                           f"{required} or more" if most == float("inf") else f"{required} to {int(most)}")
+                return (f"your function accepts {accepts} positional argument(s), but it is called "
+                        f"with {self.takes}: this exercise wants {wants}.")
+        return None
 
 
 REGISTRY: dict[str, Exercise] = {}
 
 
-def register(key: str, *, title: str, checker: Checker, solution: Callable[[], Any],
-             hint: str = "") -> Exercise:
-    """Register an exercise under ``key`` (``"NN.M"``: lesson number, exercise number)."""
+def register(key: str, *, title: str, checker: Checker, solution: Callable[[], Any], hint: str = "",
+             expects: Union[str, tuple, list] = (), wants: str = "",
+             takes: Union[int, None] = None) -> Exercise:
+    """Register an exercise under ``key`` (``"NN.M"``: lesson number, exercise number).
+
+    Args:
+        expects: the kind(s) of answer: names in :data:`KINDS` or dotted class names.
+        wants: the answer described for the learner ("a function lr_for(replicas)"); default from ``expects``.
+        takes: for a function answer, how many positional arguments it is called with.
+    """
     if not re.fullmatch(r"\d\d\.\d+", key):
         raise ValueError(f"exercise key must look like '01.2', got {key!r}")
     if not callable(checker) or not callable(solution):
         raise ValueError("checker and solution must be callables")
-    ex = Exercise(key, title, checker, solution, hint)
+    kinds = (expects,) if isinstance(expects, str) else tuple(expects)
+    for kind in kinds:
+        _check_kind_name(kind)
+    if takes is not None and (isinstance(takes, bool) or not isinstance(takes, int) or takes < 0
+                              or "function" not in kinds):
+        raise ValueError(f"takes must be a whole number >= 0 and needs expects='function', got {takes!r}")
+    ex = Exercise(key, title, checker, solution, hint, kinds, wants, takes)
     REGISTRY[key] = ex
     return ex
 
@@ -75,34 +248,40 @@ def all_keys() -> list[str]:
     return sorted(REGISTRY)
 
 
-def check(key: str, answer: Any) -> bool:
-    """Check ``answer`` for exercise ``key``, print why it is right or wrong, return the verdict.
+def verdict(key: str, answer: Any) -> "tuple[bool, str]":
+    """``(ok, text)`` for ``answer`` to exercise ``key``: the verdict and exactly what :func:`check` prints.
 
-    An answer left as ``...`` (Ellipsis) is reported as not attempted; this never
-    raises for a wrong answer, so "Run All" always reaches the end.
+    Never raises for a wrong answer: an answer left as ``...`` is "not attempted"
+    (one line with the hint), one of the wrong kind gets a sentence naming what was
+    passed and what is wanted, and a checker that fails on a strange answer is
+    reported as a wrong answer with the reason.
     """
     ex = get(key)
     if answer is Ellipsis:
-        print(f"Exercise {key} ({ex.title}): not attempted yet."
-              + (f" Hint: {ex.hint}" if ex.hint else "")
-              + f"\n  To reveal a solution: helpers.exercises.show_solution({key!r})")
-        return False
+        hint = f" Hint: {ex.hint}" if ex.hint else ""
+        return False, f"Exercise {key}: not attempted yet.{hint}"
     try:
-        ok, message = ex.checker(answer)
+        problem = ex.shape_problem(answer)
+        ok, message = (False, problem) if problem is not None else ex.checker(answer)
     except Exception as exc:  # a malformed answer is a wrong answer, with the reason
-        ok, message = False, f"could not check this answer ({type(exc).__name__}: {exc})"
-    mark = "correct" if ok else "not yet"
-    print(f"Exercise {key} - {mark}: {message}")
-    if not ok and ex.hint:
-        print(f"  Hint: {ex.hint}")
-    return bool(ok)
+        problem, ok, message = None, False, f"could not check this answer ({type(exc).__name__}: {exc})"
+    text = f"Exercise {key} - {'correct' if ok else 'not yet'}: {message}"
+    if not ok and ex.hint and problem is None:  # a wrong kind of answer gets the targeted sentence only
+        text += f"\n  Hint: {ex.hint}"
+    return bool(ok), text
 
 
-def show_solution(key: str) -> Any:
-    """Print the solution's source code, run it, check it, and return its answer."""
+def check(key: str, answer: Any) -> None:
+    """Print whether ``answer`` to exercise ``key`` is right, and why; returns None (nothing to display).
+
+    Use :func:`verdict` to get the verdict as a value.
+    """
+    print(verdict(key, answer)[1])
+
+
+def show_solution(key: str) -> None:
+    """Print the solution's source code, then run it and print its check; returns None."""
     ex = get(key)
     print(f"Solution to exercise {key} ({ex.title}):\n")
     print(textwrap.dedent(inspect.getsource(ex.solution)))
-    answer = ex.solution()
-    check(key, answer)
-    return answer
+    check(key, ex.solution())

@@ -6,8 +6,6 @@ from . import register
 
 
 def _check_mode(answer):
-    if not isinstance(answer, str):
-        return False, f"give the value as a string, e.g. 'quick'; you gave a {type(answer).__name__}"
     if answer.strip().lower() == "full":
         return True, "MULTIGPU_MODE=full makes every lesson train for real (set it before starting Jupyter)."
     if answer.strip().lower() == "quick":
@@ -22,8 +20,7 @@ def _solve_mode():
 
 
 def _check_replicas(answer):
-    if isinstance(answer, bool) or not isinstance(answer, int):
-        return False, f"expected a whole number, got {answer!r}"
+    answer = int(answer)
     if answer == 2:
         return True, "2 replicas: MirroredStrategy over the two devices that ensure_devices(2) returned."
     if answer == 1:
@@ -39,7 +36,10 @@ def _solve_replicas():
     return tf.distribute.MirroredStrategy(devices=ensure_devices(2)).num_replicas_in_sync
 
 
-register("00.1", title="the full-mode switch", checker=_check_mode, solution=_solve_mode,
-         hint="look at helpers.config.MODES")
+register("00.1", title="the switch that trains for real", checker=_check_mode, solution=_solve_mode,
+         expects="str", wants="a string: one value of MULTIGPU_MODE",
+         hint="the section 'How to launch' names both modes; one of them is the default.")
 register("00.2", title="count the replicas", checker=_check_replicas, solution=_solve_replicas,
-         hint="tf.distribute.MirroredStrategy(devices=REPLICAS).num_replicas_in_sync")
+         expects="int", wants="a whole number: how many replicas the strategy keeps in sync",
+         hint="build the strategy over REPLICAS as in the all-reduce example above; a strategy "
+              "has an attribute that counts the replicas it keeps in sync.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import register
+from . import describe, register
 
 # ---- 01.1: how MirroredStrategy splits a global batch -------------------------------------------
 
@@ -10,11 +10,9 @@ from . import register
 def _check_split(answer):
     import numpy as np
 
-    if hasattr(answer, "values") and not isinstance(answer, (list, tuple, dict)):
-        return False, ("that looks like a PerReplica value; turn it into plain lists with "
-                       "[t.numpy().tolist() for t in strategy.experimental_local_results(batch)]")
-    if not isinstance(answer, (list, tuple)) or not all(isinstance(s, (list, tuple, np.ndarray)) for s in answer):
-        return False, f"expected a list with one list of numbers per replica, got {type(answer).__name__}"
+    if not all(isinstance(s, (list, tuple, np.ndarray)) or hasattr(s, "numpy") for s in answer):
+        return False, ("each item must be one replica's numbers (a list, array or tensor); got "
+                       + ", ".join(describe(s) for s in answer))
     slices = [[int(v) for v in np.asarray(s).ravel()] for s in answer]
     if len(slices) != 2:
         return False, f"{len(slices)} slice(s): REPLICAS has 2 devices, so the strategy makes 2 slices"
@@ -42,9 +40,9 @@ def _solve_split():
 
 
 register("01.1", title="split a global batch over the replicas", checker=_check_split,
-         solution=_solve_split,
-         hint="tf.data.Dataset.from_tensor_slices(np.arange(10)).batch(10), then "
-              "strategy.experimental_distribute_dataset and strategy.experimental_local_results")
+         solution=_solve_split, expects="list", wants="a list with one list of numbers per replica",
+         hint="one batch that holds all ten numbers, handed to the strategy the way this lesson "
+              "distributed its dataset; then ask the strategy for each replica's part.")
 
 # ---- 01.2: put a model's layers on two devices (and avoid the lazy-build trap) ------------------
 
@@ -55,8 +53,6 @@ def _check_placed(answer):
     from helpers.devices import ensure_devices
     from helpers.placement import short_device
 
-    if not isinstance(answer, keras.Model):
-        return False, f"expected a keras.Model, got {type(answer).__name__}"
     dense = [layer for layer in answer.layers if isinstance(layer, keras.layers.Dense)]
     if len(dense) < 2 or not all(layer.built for layer in dense):
         return False, "the model needs two built Dense layers (8 -> 16 -> 3); build it with keras.Input((8,))"
@@ -90,7 +86,9 @@ def _solve_placed():
 
 
 register("01.2", title="place two layers on two devices", checker=_check_placed, solution=_solve_placed,
-         hint="functional API: call (not just create) each layer inside `with tf.device(REPLICAS[i]):`")
+         expects="keras.Model", wants="a keras.Model (8 inputs -> Dense(16) -> Dense(3))",
+         hint="a layer's weights are created when the layer is built, not when it is constructed: "
+              "where does your code build each layer?")
 
 # ---- 01.3: which kind of parallelism? -----------------------------------------------------------
 
@@ -109,8 +107,6 @@ _ALIASES = {"data": "data", "data parallel": "data", "data parallelism": "data",
 
 
 def _check_kind(answer):
-    if not isinstance(answer, dict):
-        return False, 'expected a dict like {"a": "data", "b": ..., "c": ...}'
     if set(answer) != set(_SCENARIOS):
         return False, f"give one answer for each of the keys a, b, c; got keys {sorted(map(str, answer))}"
     wrong = []
@@ -131,4 +127,5 @@ def _solve_kind():
 
 
 register("01.3", title="data, model or pipeline parallelism?", checker=_check_kind, solution=_solve_kind,
+         expects="dict", wants='a dict {"a": ..., "b": ..., "c": ...} of "data", "model" or "pipeline"',
          hint="ask: does the model fit on one device? if yes, what is the bottleneck?")

@@ -17,8 +17,6 @@ def _freest_two() -> list[int]:
 def _check_freest(answer):
     from helpers.gpus import parse_cuda_visible_devices
 
-    if not isinstance(answer, str):
-        return False, f"give the value of CUDA_VISIBLE_DEVICES as a string like '0,1', got {type(answer).__name__}"
     try:
         entries = parse_cuda_visible_devices(answer)
     except ValueError as exc:
@@ -44,7 +42,9 @@ def _solve_freest():
 
 
 register("02.1", title="pick the two freest GPUs", checker=_check_freest, solution=_solve_freest,
-         hint="parse helpers.gpus.SAMPLE_NVIDIA_SMI_CSV and sort by memory_free_mib")
+         expects="str", wants="the value of CUDA_VISIBLE_DEVICES as a string, like '0,1'",
+         hint="free memory is what a GPU has minus what is in use; helpers.gpus can parse the "
+              "sample table for you.")
 
 # ---- 02.2: renumbering --------------------------------------------------------------------------
 
@@ -52,8 +52,6 @@ register("02.1", title="pick the two freest GPUs", checker=_check_freest, soluti
 def _check_names(answer):
     from helpers.placement import short_device
 
-    if not isinstance(answer, dict):
-        return False, 'expected a dict like {5: "/GPU:0", ...}'
     try:
         given = {int(k): short_device(str(v)) for k, v in answer.items()}
     except (ValueError, TypeError) as exc:
@@ -75,7 +73,9 @@ def _solve_names():
 
 
 register("02.2", title="what TensorFlow calls each GPU", checker=_check_names, solution=_solve_names,
-         hint="helpers.gpus.tensorflow_names, or: the n-th listed GPU becomes /GPU:n-1")
+         expects="dict", wants='a dict from the nvidia-smi number to the TensorFlow name, like {5: "/GPU:?"}',
+         hint="does TensorFlow keep nvidia-smi's numbers, or number only the GPUs it can see? In "
+              "which order?")
 
 # ---- 02.3: choose one GPU of a mixed box, robustly ----------------------------------------------
 
@@ -83,8 +83,9 @@ register("02.2", title="what TensorFlow calls each GPU", checker=_check_names, s
 def _check_env(answer):
     from helpers.gpus import SAMPLE_MIXED_NVIDIA_SMI_CSV, parse_cuda_visible_devices, parse_nvidia_smi_csv
 
-    if not isinstance(answer, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in answer.items()):
-        return False, 'expected a dict of strings, e.g. {"CUDA_VISIBLE_DEVICES": "..."}'
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in answer.items()):
+        return False, ("an environment maps names to strings: every key and value must be a str, "
+                       f"got {answer!r}")
     target = parse_nvidia_smi_csv(SAMPLE_MIXED_NVIDIA_SMI_CSV)[1]
     value = answer.get("CUDA_VISIBLE_DEVICES")
     if value is None:
@@ -116,4 +117,6 @@ def _solve_env():
 
 
 register("02.3", title="select one GPU of a mixed workstation", checker=_check_env, solution=_solve_env,
-         hint="either CUDA_DEVICE_ORDER=PCI_BUS_ID plus the nvidia-smi index, or the GPU's UUID")
+         expects="dict", wants="the process's environment as a dict of strings",
+         hint="an index alone means different cards depending on how CUDA orders them: make the "
+              "order explicit, or use an identifier that never changes (lesson 02 showed both).")

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from . import register
+from . import KINDS, describe, register
 
 # ---- 03.1: batch size and learning rate when moving from 1 GPU to 8 --------------------------------
 
 
 def _check_batch_lr(answer):
-    if not isinstance(answer, dict) or set(answer) != {"batch_size", "learning_rate"}:
-        return False, "expected a dict with exactly the keys 'batch_size' and 'learning_rate'"
+    if set(answer) != {"batch_size", "learning_rate"}:
+        return False, f"expected exactly the keys 'batch_size' and 'learning_rate', got {sorted(map(repr, answer))}"
     batch, lr = answer["batch_size"], answer["learning_rate"]
-    if isinstance(batch, bool) or not isinstance(batch, int):
-        return False, f"batch_size must be a whole number, got {batch!r}"
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)):
-        return False, f"learning_rate must be a number, got {lr!r}"
+    if not KINDS["int"][1](batch):
+        return False, f"batch_size must be a whole number, you gave {describe(batch)}"
+    if not KINDS["number"][1](lr):
+        return False, f"learning_rate must be a number, you gave {describe(lr)}"
     if batch == 32:
         return False, ("32 is the per-replica batch. Under MirroredStrategy fit(batch_size=...) is the "
                        "global batch, split over the 8 replicas")
@@ -26,8 +26,8 @@ def _check_batch_lr(answer):
         return False, ("batch 256 is right, but the learning rate is still the one tuned for batch 32: "
                        "8 times fewer steps per epoch, each with the same step size, learns slower")
     if abs(lr - 0.08) > 1e-9:
-        return False, (f"batch 256 is right; learning_rate={lr} is not the linear rule: "
-                       "0.01 x 256 / 32 = 0.08")
+        return False, (f"batch 256 is right; learning_rate={lr} is not the linear rule: the rate grows "
+                       "by the same factor as the batch did")
     return True, ("fit(batch_size=256) gives each of the 8 GPUs 32 rows per step, and the linear rule "
                   "scales the rate by the same factor 8: 0.01 -> 0.08 (with a few epochs of warm-up "
                   "in real runs)")
@@ -41,8 +41,9 @@ def _solve_batch_lr():
 
 
 register("03.1", title="global batch and learning rate on 8 GPUs", checker=_check_batch_lr,
-         solution=_solve_batch_lr,
-         hint="helpers.strategy.global_batch_size and helpers.strategy.scale_learning_rate")
+         solution=_solve_batch_lr, expects="dict", wants='a dict {"batch_size": ..., "learning_rate": ...}',
+         hint="is the batch_size you pass to fit the batch of one GPU or of all of them? And for which "
+              "batch was the learning rate tuned? (helpers.strategy has the arithmetic.)")
 
 # ---- 03.2: create and compile in the scope ---------------------------------------------------------
 
@@ -54,8 +55,6 @@ def _check_make_model(answer):
     from helpers.legacy import replica_devices
     from helpers.strategy import check_distributed
 
-    if not callable(answer):
-        return False, f"expected a function make_model(strategy), got {type(answer).__name__}"
     # ReductionToOneDevice: with the default (collective) all-reduce on CPU replicas, a second
     # MirroredStrategy in the same process reuses the first one's collective keys, and training a
     # model of another shape aborts every collective op in the kernel ("Shape mismatch in the
@@ -64,7 +63,8 @@ def _check_make_model(answer):
                                               cross_device_ops=tf.distribute.ReductionToOneDevice())
     model = answer(strategy)
     if not hasattr(model, "distribute_strategy"):
-        return False, f"make_model(strategy) must return a Keras model, it returned {type(model).__name__}"
+        return False, (f"make_model(strategy) must return a Keras model, it returned {describe(model)}"
+                       + (": does it end with `return model`?" if model is None else ""))
     try:
         report = check_distributed(model, strategy)
     except AssertionError as err:
@@ -98,8 +98,10 @@ def _solve_make_model():
 
 
 register("03.2", title="create and compile in the scope", checker=_check_make_model,
-         solution=_solve_make_model,
-         hint="both the model's creation and compile(...) go under `with strategy.scope():`")
+         solution=_solve_make_model, expects="function", takes=1,
+         wants="a function make_model(strategy) that returns a compiled Keras model",
+         hint="which steps create variables? The layers' weights are one; what else does training "
+              "keep in variables?")
 
 # ---- 03.3: two ways to split an uneven batch -------------------------------------------------------
 
@@ -115,8 +117,9 @@ def _check_split(answer):
     from helpers.legacy import slice_sizes
     from helpers.strategy import replica_split
 
-    if not isinstance(answer, dict) or set(answer) != {"multi_gpu_model", "mirrored"}:
-        return False, "expected a dict with the keys 'multi_gpu_model' and 'mirrored', each a list of 3 ints"
+    if set(answer) != {"multi_gpu_model", "mirrored"}:
+        return False, ("expected exactly the keys 'multi_gpu_model' and 'mirrored', each a list of 3 ints; "
+                       f"got {sorted(map(repr, answer))}")
     legacy, mirrored = _as_sizes(answer["multi_gpu_model"]), _as_sizes(answer["mirrored"])
     if legacy is None or mirrored is None or len(legacy) != 3 or len(mirrored) != 3:
         return False, "each value must be a list of 3 whole numbers: rows for device 0, 1 and 2"
@@ -143,4 +146,6 @@ def _solve_split():
 
 
 register("03.3", title="two ways to split an uneven batch", checker=_check_split, solution=_solve_split,
-         hint="helpers.legacy.slice_sizes(rows, parts) and helpers.strategy.replica_split(rows, n)")
+         expects="dict", wants='a dict {"multi_gpu_model": [3 ints], "mirrored": [3 ints]}',
+         hint="one of the two rounds the slice size down and leaves the remainder to one device, the "
+              "other rounds it up; sections 2 and 7 show which is which.")

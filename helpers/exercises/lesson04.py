@@ -26,8 +26,6 @@ def _tf14_shadow_count(calls: int) -> int:
 
 
 def _check_count(answer):
-    if isinstance(answer, bool) or not isinstance(answer, (int, np.integer)):
-        return False, f"give a whole number of variables, got {answer!r}"
     truth = _tf14_shadow_count(1 + 4)  # measured, not remembered: template build + 4 towers
     if answer == truth:
         return True, (f"{truth}: one per call of the BN layer - the template's own build plus one per "
@@ -56,8 +54,8 @@ def _solve_count():
 
 
 def _check_saved(answer):
-    if not isinstance(answer, dict) or set(answer) != {"unsynced", "synced"}:
-        return False, 'answer with a dict {"unsynced": value, "synced": value}'
+    if set(answer) != {"unsynced", "synced"}:
+        return False, f'expected exactly the keys "unsynced" and "synced", got {sorted(map(repr, answer))}'
     try:
         got = {k: float(np.ravel(v)[0]) for k, v in answer.items()}
     except (TypeError, ValueError, IndexError):
@@ -100,6 +98,10 @@ def _solve_saved():
 
 
 register("04.1", title="shadow variables with TF >= 1.4", checker=_check_count, solution=_solve_count,
-         hint="count the calls: multi_gpu_model(model, gpus=4) on an already built template")
+         expects="int", wants="a whole number of variables",
+         hint="each call of the BN layer's moving-average update adds one 'biased' variable: how "
+              "many times is the layer called, from its first build on?")
 register("04.2", title="what save() keeps", checker=_check_saved, solution=_solve_saved,
-         hint="batchnorm.ReplicaBN(strategy, synchronized=..., momentum=0.0), .step(...), .saved(folder)")
+         expects="dict", wants='a dict {"unsynced": value, "synced": value}',
+         hint="saving keeps one replica's copy of moving_mean: which replica, and which batches has "
+              "that copy seen with and without synchronized statistics?")

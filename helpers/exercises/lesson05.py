@@ -7,14 +7,15 @@ import types
 
 import numpy as np
 
-from . import register
+from . import describe, register
 
 
 def _check_lambda(answer):
     import keras
 
-    if not isinstance(answer, keras.layers.Lambda):
-        return False, f"answer with a keras.layers.Lambda layer, got {type(answer).__name__}"
+    if not isinstance(answer, keras.layers.Lambda):  # a plain function: the layer's function, unwrapped
+        return False, (f"you passed {describe(answer)}; this exercise wants the layer: your function "
+                       "wrapped in keras.layers.Lambda(...)")
     captured = [c.cell_contents for c in (answer.function.__closure__ or ())]
     modules = [c.__name__ for c in captured if isinstance(c, types.ModuleType)]
     if modules:
@@ -48,8 +49,6 @@ def _solve_lambda():
 def _check_checkpoint(answer):
     import keras
 
-    if not isinstance(answer, keras.callbacks.ModelCheckpoint):
-        return False, f"answer with a keras.callbacks.ModelCheckpoint, got {type(answer).__name__}"
     if answer.monitor == "val_acc":
         return False, ("since Keras 2.3 metrics=['accuracy'] logs 'val_accuracy'; 'val_acc' is never in the "
                        "logs (mode='auto' raises ValueError, mode='max' warns and saves every epoch)")
@@ -79,8 +78,11 @@ def _solve_checkpoint():
 
 
 register("05.1", title="a Lambda whose config deep-copies", checker=_check_lambda, solution=_solve_lambda,
-         hint="a global name (like the notebook's `keras`) is looked up when the function runs and is "
-              "not captured; keras.ops.shape(t)[0] is the batch size")
+         expects=("keras.layers.Lambda", "function"), wants="a keras.layers.Lambda layer",
+         hint="what ends up in the function's closure? Names the function looks up only when it runs "
+              "are not captured, so they never reach the config.")
 register("05.2", title="the blog's checkpoint, Keras 3 style", checker=_check_checkpoint,
          solution=_solve_checkpoint,
-         hint="keras.callbacks.ModelCheckpoint(path ending in .keras, monitor=..., save_best_only=...)")
+         expects="keras.callbacks.ModelCheckpoint", wants="a keras.callbacks.ModelCheckpoint instance",
+         hint="what name does metrics=['accuracy'] log for validation in Keras 3, and which file "
+              "extension saves the whole model?")

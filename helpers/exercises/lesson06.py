@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from . import register
+from . import KINDS, describe, register
 
 # 06.1 ------------------------------------------------------------------------------------------
 _EFF_CASES = (  # (samples/s, one-device samples/s on the same global batch, replicas) -> efficiency
@@ -16,15 +16,14 @@ _EFF_CASES = (  # (samples/s, one-device samples/s on the same global batch, rep
 
 
 def _check_efficiency(answer):
-    if not callable(answer):
-        return False, ("give a function efficiency(samples_per_s, one_device_samples_per_s, replicas); "
-                       f"you gave a {type(answer).__name__}")
     for args, want in _EFF_CASES:
         got = answer(*args)
-        if not isinstance(got, (int, float)) or not math.isclose(got, want, rel_tol=1e-6):
-            sps, base, n = args
+        sps, base, n = args
+        if not KINDS["number"][1](got):
+            return False, f"efficiency({sps}, {base}, {n}) returned {describe(got)}; it should return a number"
+        if not math.isclose(got, want, rel_tol=1e-6):
             hint = ""
-            if isinstance(got, (int, float)) and math.isclose(got, sps / base, rel_tol=1e-6):
+            if math.isclose(got, sps / base, rel_tol=1e-6):
                 hint = " - that is the speed-up; efficiency divides it by the number of replicas"
             return False, (f"efficiency({sps}, {base}, {n}) returned {got!r}, expected {want} "
                            f"(speed-up {sps / base:.2f}x on {n} replica(s)){hint}")
@@ -41,7 +40,10 @@ def _solve_efficiency():
 
 
 register("06.1", title="scaling efficiency", checker=_check_efficiency, solution=_solve_efficiency,
-         hint="speed-up = samples/s divided by the one-device samples/s; then divide by the replicas")
+         expects="function", takes=3,
+         wants="a function efficiency(samples_per_s, one_device_samples_per_s, replicas) -> number",
+         hint="section 1 defines the speed-up first and the efficiency from it; 1.0 means every "
+              "replica pulls its full weight.")
 
 
 # 06.2 ------------------------------------------------------------------------------------------
@@ -49,15 +51,15 @@ _BASE_LR, _PER_REPLICA = 0.01, 32  # a one-GPU recipe: batch 32, learning rate 0
 
 
 def _check_lr(answer):
-    if not callable(answer):
-        return False, f"give a function lr_for(replicas); you gave a {type(answer).__name__}"
     from helpers.strategy import global_batch_size, scale_learning_rate
 
     for n in (1, 2, 4, 8):
         want = scale_learning_rate(_BASE_LR, _PER_REPLICA, global_batch_size(_PER_REPLICA, n))
         got = answer(n)
-        if not isinstance(got, (int, float)) or not math.isclose(got, want, rel_tol=1e-6):
-            if isinstance(got, (int, float)) and math.isclose(got, _BASE_LR, rel_tol=1e-6):
+        if not KINDS["number"][1](got):
+            return False, f"lr_for({n}) returned {describe(got)}; it should return a number"
+        if not math.isclose(got, want, rel_tol=1e-6):
+            if math.isclose(got, _BASE_LR, rel_tol=1e-6):
                 return False, (f"lr_for({n}) returned the one-GPU rate {got}: the global batch is "
                                f"{_PER_REPLICA * n} on {n} replicas, so the linear rule scales the rate too")
             return False, f"lr_for({n}) returned {got!r}, expected {want:g} (linear scaling rule)"
@@ -75,13 +77,14 @@ def _solve_lr():
 
 
 register("06.2", title="scale the learning rate with the replicas", checker=_check_lr,
-         solution=_solve_lr, hint="global batch = 32 * replicas; lr = 0.01 * global batch / 32")
+         solution=_solve_lr, expects="function", takes=1,
+         wants="a function lr_for(replicas) -> learning rate",
+         hint="how big is the global batch on that many replicas, and by what factor did it grow "
+              "from the recipe's batch? Section 2 says what the linear rule does with that factor.")
 
 
 # 06.3 ------------------------------------------------------------------------------------------
 def _check_pipeline(answer):
-    if not callable(answer):
-        return False, f"give a function fix(dataset) -> dataset; you gave a {type(answer).__name__}"
     import numpy as np
 
     from helpers.input_pipeline import CallCounter, make_pipeline
@@ -90,8 +93,8 @@ def _check_pipeline(answer):
     y = np.arange(10, dtype="int64")
     counter = CallCounter()
     fixed = answer(make_pipeline(x, y, batch_size=4, counter=counter))
-    if fixed is None or not hasattr(fixed, "element_spec"):
-        return False, "fix(dataset) must return the improved tf.data.Dataset"
+    if not hasattr(fixed, "element_spec"):
+        return False, f"fix(dataset) must return the improved tf.data.Dataset; it returned {describe(fixed)}"
     epochs = [[(xb.numpy(), yb.numpy()) for xb, yb in fixed] for _ in range(3)]
     got_y = [np.concatenate([yb for _, yb in e]) if e else np.array([]) for e in epochs]
     if not all(np.array_equal(g, y) for g in got_y):
@@ -116,4 +119,6 @@ def _solve_pipeline():
 
 
 register("06.3", title="fix the slow input pipeline", checker=_check_pipeline, solution=_solve_pipeline,
-         hint="dataset.cache() then .prefetch(tf.data.AUTOTUNE)")
+         expects="function", takes=1, wants="a function fix(dataset) that returns a tf.data.Dataset",
+         hint="section 4 uses two dataset methods: one keeps what the first epoch computed, the other "
+              "works ahead while the model trains. Their order matters.")

@@ -16,8 +16,6 @@ def _check_tf_config(answer):
 
     if isinstance(answer, dict):
         answer = json.dumps(answer)
-    if not isinstance(answer, str):
-        return False, f"expected the TF_CONFIG string (or dict), got {type(answer).__name__}"
     try:
         spec, task_type, index = parse_tf_config(answer)
     except ClusterSpecError as exc:
@@ -26,8 +24,8 @@ def _check_tf_config(answer):
         return False, (f"cluster is {spec}; every host gets the *same* cluster: "
                        f"{{'worker': {HOSTS_07_1}}} in this order")
     if (task_type, index) != ("worker", 2):
-        return False, (f"task is {task_type} {index}; node-c is the third entry of the worker list, so "
-                       "its task is {'type': 'worker', 'index': 2} (indices start at 0)")
+        return False, (f"task is {task_type} {index}; node-c's task is its own entry of the worker "
+                       "list: which type, and which position (indices start at 0)?")
     return True, ("node-c exports the shared cluster plus its own task (worker 2); only 'task' differs "
                   "between the three hosts, and worker 0 (node-a) is the chief")
 
@@ -39,9 +37,9 @@ def _solve_tf_config():
 
 
 register("07.1", title="write TF_CONFIG for one host of a real cluster", checker=_check_tf_config,
-         solution=_solve_tf_config,
-         hint="helpers.cluster.tf_config(spec, task_type, task_index), or write the JSON by hand: "
-              "{'cluster': {'worker': [...]}, 'task': {'type': 'worker', 'index': ...}}")
+         solution=_solve_tf_config, expects=("str", "dict"), wants="the TF_CONFIG as a JSON string or a dict",
+         hint="TF_CONFIG has two parts: the cluster, the same on every host, and this host's own task "
+              "(helpers.cluster.tf_config writes the JSON for you).")
 
 # ---- 07.2: the batch arithmetic of a multi-worker, multi-GPU job --------------------------------
 
@@ -56,8 +54,6 @@ def _expected_batch_math():
 
 
 def _check_batch_math(answer):
-    if not isinstance(answer, dict):
-        return False, "expected a dict with keys 'replicas', 'per_replica_batch', 'steps_per_epoch'"
     want = _expected_batch_math()
     missing = sorted(set(want) - set(answer))
     if missing:
@@ -88,9 +84,10 @@ def _solve_batch_math():
 
 
 register("07.2", title="batch arithmetic of 2 workers x 4 GPUs", checker=_check_batch_math,
-         solution=_solve_batch_math,
-         hint="replicas = workers x GPUs per worker; the global batch is split over all replicas; "
-              "each worker shards the 50,000 examples and batches its share")
+         solution=_solve_batch_math, expects="dict",
+         wants="a dict with the keys 'replicas', 'per_replica_batch', 'steps_per_epoch'",
+         hint="count replicas over every worker; the global batch is shared by all of them; each "
+              "worker reads only its own shard of the examples, batched as dataset_fn does.")
 
 # ---- 07.3: what SlurmClusterResolver gives one Slurm task ----------------------------------------
 
@@ -100,8 +97,8 @@ GPUS_PER_NODE_07_3 = 4
 
 
 def _check_slurm(answer):
-    if not isinstance(answer, dict) or not {"task_index", "host", "cuda_visible_devices"} <= set(answer):
-        return False, "expected a dict with keys 'task_index', 'host', 'cuda_visible_devices'"
+    if not {"task_index", "host", "cuda_visible_devices"} <= set(answer):
+        return False, f"expected the keys 'task_index', 'host', 'cuda_visible_devices', got {sorted(map(repr, answer))}"
     from helpers.cluster import slurm_tf_config
 
     want = slurm_tf_config(SLURM_07_3, gpus_per_node=GPUS_PER_NODE_07_3)
@@ -132,6 +129,7 @@ def _solve_slurm():
 
 
 register("07.3", title="what SlurmClusterResolver gives one Slurm task", checker=_check_slurm,
-         solution=_solve_slurm,
-         hint="helpers.cluster.slurm_tf_config(SLURM_07_3, gpus_per_node=4) runs the real resolver; "
-              "or work it out: 4 nodes x 2 tasks, ports 8888/8889 on each node, GPUs 0,1 and 2,3")
+         solution=_solve_slurm, expects="dict",
+         wants="a dict with the keys 'task_index', 'host', 'cuda_visible_devices'",
+         hint="ranks fill the nodes in order, 2 per node; on each node every task gets its own port "
+              "and its own share of the node's 4 GPUs. Then confirm with cluster.slurm_tf_config.")

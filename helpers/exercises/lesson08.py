@@ -32,8 +32,8 @@ def _axes(layout_map, path):
 
 
 def _check_megatron(answer):
-    if not isinstance(answer, dict) or not answer:
-        return False, "expected a dict {LayoutMap key: axes tuple}, e.g. {'.*d1/kernel': (None, 'model'), ...}"
+    if not answer:
+        return False, "the dict is empty: give one entry {LayoutMap key: axes tuple} per kernel to split"
     try:
         layout_map = _layout_map(answer)
         got = {p: _axes(layout_map, p) for p in PATHS_08_1}
@@ -66,9 +66,10 @@ def _solve_megatron():
 
 
 register("08.1", title="LayoutMap keys that shard both Dense layers (Megatron style)",
-         checker=_check_megatron, solution=_solve_megatron,
-         hint="a dict of two entries; the keys are full-match regexes over paths like 'mlp/d1/kernel', "
-              "the values name a mesh axis (or None) per kernel dimension")
+         checker=_check_megatron, solution=_solve_megatron, expects="dict",
+         wants="a dict {LayoutMap key: axes tuple}",
+         hint="keys are full-match regexes over weight paths like 'mlp/d1/kernel'; values name a mesh "
+              "axis (or None) per kernel dimension.")
 
 # ---- 08.2: what one device holds ----------------------------------------------------------------
 
@@ -86,8 +87,8 @@ def _expected_shards():
 
 def _check_shards(answer):
     want = _expected_shards()
-    if not isinstance(answer, dict) or set(want) - set(answer):
-        return False, f"expected a dict with keys {sorted(want)}"
+    if set(want) - set(answer):
+        return False, f"expected the keys {sorted(want)}, got {sorted(map(repr, answer))}"
     why = {"d1_kernel_per_device": "(None, 'model') keeps all 64 rows and splits the 128 columns over the "
                                    "2 devices of the 'model' axis",
            "devices_per_d1_block": "each half of the kernel is replicated along the other axis, 'data' (2 devices)",
@@ -112,6 +113,6 @@ def _solve_shards():
 
 
 register("08.2", title="what one device of a 2x2 mesh holds", checker=_check_shards, solution=_solve_shards,
-         hint="an axis named in a layout splits that dimension over the devices of that mesh axis; "
-              "axes not named replicate. Check against distribution.show_layouts(mp_model) and the "
-              "batch shards you printed")
+         expects="dict", wants="a dict with the four keys named in the exercise",
+         hint="a named axis splits that dimension over the devices of that mesh axis; unnamed axes "
+              "replicate. Compare with distribution.show_layouts(mp_model).")
