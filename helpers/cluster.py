@@ -44,8 +44,15 @@ HOST = "127.0.0.1"
 JOBS = ("chief", "worker", "evaluator", "ps")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 #: Lines of TensorFlow's C++ logging (absl format) hidden from log displays by default.
-NOISE_RE = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messages before absl::InitializeLog)")
-_EXC_RE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?")
+#: absl's ``I0000 00:00:...`` (TF 2.21) and the ``2026-12-01 04:46:00.733949: E external/...`` lines TF 2.20
+#: prints before absl is initialised.
+NOISE_RE = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] "
+                      r"|WARNING: All log messages before absl::InitializeLog)")
+_EXC_RE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b:?")
+#: Lines that end an exception's (multi-line) message: a new traceback, a chained-exception
+#: banner, a ``[worker 1] ...`` line of a worker script, ``Exception ignored in ...`` at shutdown.
+_EXC_END_RE = re.compile(r"^(Traceback \(most recent call last\)|During handling of the above exception"
+                         r"|The above exception was the direct cause|Exception ignored|\[[\w-]+ \d+\] )")
 _ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -58,11 +65,19 @@ class PortBusyError(OSError):
 
 
 class WorkerFailedError(RuntimeError):
-    """At least one worker exited with a non-zero code; the message quotes each failure."""
+    """At least one worker exited with a non-zero code; the message quotes each failure.
+
+    ``result`` is the :class:`ClusterResult`; ``errors`` maps each worker whose log
+    holds a Python exception to its full text (the message has a one-line summary).
+    """
 
     def __init__(self, message: str, result: "ClusterResult"):
         super().__init__(message)
         self.result = result
+
+    @property
+    def errors(self) -> dict[str, str]:
+        return self.result.errors
 
 
 class ClusterTimeoutError(TimeoutError):
@@ -277,24 +292,52 @@ def strip_noise(text: str) -> str:
     return "\n".join(ln for ln in text.splitlines() if not NOISE_RE.match(ln))
 
 
-def error_summary(log: str, max_chars: int = 400) -> str:
-    """The final exception of a Python traceback in ``log``, on one line ('' if none).
+def final_exception(log: str) -> str:
+    """The whole final exception of a Python traceback in ``log``: ``ExcType: message``, every line of it.
 
-    Multi-line messages are joined; the middle of a very long one is elided with `` ... ``.
+    A message can span hundreds of lines (Keras prints the per-replica tensors of
+    its ``PerReplica`` error), so this does not stop at the first or look at the last
+    line of the log: it finds the last ``Traceback (most recent call last):``, skips
+    its indented frames and keeps the exception line with everything up to the next
+    traceback, chained-exception banner, ``[worker N]`` line or the end of the log
+    (TF's C++ log lines removed).  Without a traceback, the last line that looks like
+    ``SomeError: ...`` starts it.  Returns ``''`` if there is none.
     """
     lines = strip_noise(log).splitlines()
     start = None
-    for i, ln in enumerate(lines):
-        if _EXC_RE.match(ln):
+    tracebacks = [i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last)")]
+    if tracebacks:
+        i = tracebacks[-1] + 1
+        while i < len(lines) and (not lines[i].strip() or lines[i][0].isspace()):
+            i += 1  # the frames: '  File "...", line 3, in f' and their indented source lines
+        if i < len(lines) and _EXC_RE.match(lines[i]):
             start = i
     if start is None:
-        return ""
-    body = [lines[start].strip()]
+        candidates = [i for i, ln in enumerate(lines) if _EXC_RE.match(ln) and not _EXC_END_RE.match(ln)]
+        if not candidates:
+            return ""
+        start = candidates[-1]
+    body = [lines[start]]
     for ln in lines[start + 1:]:
-        if ln.startswith("[") or ln.startswith("Traceback") or _EXC_RE.match(ln):
+        if _EXC_END_RE.match(ln):
             break
-        body.append(ln.strip())
-    text = body[0] if len(body) == 1 else f"{body[0]} ... {body[-1]}" if len(body) > 3 else " ".join(body)
+        body.append(ln)
+    return "\n".join(body).rstrip()
+
+
+def error_summary(log: str, max_chars: int = 400) -> str:
+    """:func:`final_exception` on one line ('' if none): type, key phrase and how the message ends.
+
+    A message of more than three lines keeps its first and last line, joined by
+    `` ... ``; a line longer than ``max_chars`` loses its middle the same way.
+    """
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 20:
+        raise ValueError(f"max_chars must be an int >= 20, got {max_chars!r}")
+    body = [" ".join(ln.split()) for ln in final_exception(log).splitlines()]
+    body = [ln for ln in body if ln]
+    if not body:
+        return ""
+    text = " ".join(body) if len(body) <= 3 else f"{body[0]} ... {body[-1]}"
     return text if len(text) <= max_chars else text[: max_chars // 2] + " ... " + text[-max_chars // 2:]
 
 
@@ -317,16 +360,23 @@ class WorkerResult:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    @property
+    def error(self) -> str:
+        """The final Python exception in this worker's log, all its lines ('' if none): see :func:`final_exception`."""
+        return final_exception(self.log)
+
     def describe(self) -> str:
-        """``worker 1: exit 0`` / ``killed by SIGKILL`` / ``exit 1 - ValueError: ...``."""
+        """``worker 1: exit 0`` / ``killed by SIGKILL`` / ``exit 1 - ValueError: ...`` (the log's error, one line)."""
         rc = self.returncode
         if rc is None:
             return f"{self.name}: still running"
         if rc < 0:
-            how = f"killed by {signal.Signals(-rc).name}"
-            return f"{self.name}: {how}" + (" (stopped by the launcher)" if self.stopped_by_launcher else "")
+            how = f"{self.name}: killed by {signal.Signals(-rc).name}" + (
+                " (stopped by the launcher)" if self.stopped_by_launcher else "")
+        else:
+            how = f"{self.name}: exit {rc}"
         err = error_summary(self.log) if rc else ""
-        return f"{self.name}: exit {rc}" + (f" - {err}" if err else "")
+        return how + (f" - {err}" if err else "")
 
 
 @dataclass
@@ -346,12 +396,22 @@ class ClusterResult:
     def returncodes(self) -> list[Optional[int]]:
         return [w.returncode for w in self.workers]
 
+    @property
+    def errors(self) -> dict[str, str]:
+        """``{"worker 0": "ValueError: ...", ...}``: the final exception found in each worker's log, in full.
+
+        Every log is searched, also those of workers that exited 0 or were killed:
+        the worker that raised first is not always the one that exited first.
+        """
+        return {w.name: err for w in self.workers if (err := w.error)}
+
     def failure_message(self) -> str:
+        """One line per worker that did not exit 0: how it ended and the error in its log."""
         bad = [w for w in self.workers if w.returncode != 0]
         return "; ".join(w.describe() for w in bad)
 
     def raise_for_failure(self) -> "ClusterResult":
-        """Raise :class:`WorkerFailedError` (quoting each failed worker's error) unless all exited 0."""
+        """Raise :class:`WorkerFailedError` (quoting every worker's error) unless all exited 0."""
         if not self.ok:
             raise WorkerFailedError(f"{len([w for w in self.workers if w.returncode])} of "
                                     f"{len(self.workers)} worker(s) failed: {self.failure_message()}", self)

@@ -7,6 +7,7 @@ lesson 07 runs the real TensorFlow workers end to end.
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -170,22 +171,68 @@ def test_visible_gpu_ids_reads_cuda_visible_devices(monkeypatch):
 
 # ----------------------------------------------------------------------------- logs
 
-def test_error_summary_and_noise():
-    log = textwrap.dedent("""\
-        I0000 00:00:1795962645.553183    5863 cuda_platform.cc:52] noise
-        [worker 0] started
-        Traceback (most recent call last):
-          File "x.py", line 1, in <module>
-        ValueError: Attempt to convert a value (PerReplica:{
-          0: <tf.Tensor ...>
-          1: more
-        }) with an unsupported type (PerReplica) to a Tensor.
-        """)
-    assert "I0000" not in cluster.strip_noise(log) and "[worker 0] started" in cluster.strip_noise(log)
-    assert cluster.error_summary(log) == ("ValueError: Attempt to convert a value (PerReplica:{ ... }) "
-                                          "with an unsupported type (PerReplica) to a Tensor.")
-    assert cluster.error_summary("all good\n") == ""
-    assert cluster.error_summary("KeyError: 'x'") == "KeyError: 'x'"
+# What a worker's log looks like when Keras 3 fit fails under MWMS.  Short shape: the message on a
+# few lines (what the launcher summarised before).  Long shape (Keras 3.13.2/TF 2.20 and Keras 3.15.1/TF 2.21
+# alike): the per-replica tensors printed over hundreds of lines, blank lines and "..." included, framed
+# by TF 2.20's timestamped C++ log lines and Python 3.13's ~~~^^^ markers.
+SHORT_LOG = """\
+I0000 00:00:1795962645.553183    5863 cuda_platform.cc:52] noise
+[worker 0] started
+Traceback (most recent call last):
+  File "x.py", line 1, in <module>
+ValueError: Attempt to convert a value (PerReplica:{
+  0: <tf.Tensor ...>
+  1: more
+}) with an unsupported type (PerReplica) to a Tensor.
+"""
+
+_TENSOR = "\n".join(["array([[[[0.    ],", "         [0.4375],", "         ...,", "         [0.    ]],", "",
+                      "        ...,", ""] * 40 + ["         [0.    ]]]], shape=(32, 8, 8, 1), dtype=float32)>"])
+LONG_LOG = f"""\
+2026-12-01 04:46:00.733949: E external/local_xla/xla/stream_executor/cuda/cuda_platform.cc:51] failed call to cuInit
+WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+[worker 0] route fit: Keras 3 model.fit under MultiWorkerMirroredStrategy
+Traceback (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+  File "/tmp/mwms_train.py", line 216, in <module>
+    sys.exit(main())
+             ~~~~^^
+  File "/site-packages/tensorflow/python/framework/constant_op.py", line 108, in convert_to_eager_tensor
+    return ops.EagerTensor(value, ctx.device_name, dtype)
+           ~~~~~~~~~~~~~~~^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+ValueError: Attempt to convert a value (PerReplica:{{
+  0: <tf.Tensor: shape=(32, 8, 8, 1), dtype=float32, numpy=
+{_TENSOR}
+}}) with an unsupported type (<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor.
+I0000 00:00:1795962645.553183    5863 grpc_server_lib.cc:466] shutting down
+"""
+
+
+def test_final_exception_and_summary_of_both_log_shapes():
+    assert "I0000" not in cluster.strip_noise(SHORT_LOG) and "[worker 0] started" in cluster.strip_noise(SHORT_LOG)
+    assert "2026-12-01" not in cluster.strip_noise(LONG_LOG)  # TF 2.20's log format is noise too
+    assert cluster.error_summary(SHORT_LOG) == ("ValueError: Attempt to convert a value (PerReplica:{ ... }) "
+                                                "with an unsupported type (PerReplica) to a Tensor.")
+    full = cluster.final_exception(LONG_LOG)
+    assert full.startswith("ValueError: Attempt to convert a value (PerReplica:{\n  0: <tf.Tensor")
+    assert full.endswith("to a Tensor.") and len(full.splitlines()) > 250 and "\n\n" in full
+    summary = cluster.error_summary(LONG_LOG)
+    assert summary == ("ValueError: Attempt to convert a value (PerReplica:{ ... }) with an unsupported type "
+                       "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor.")
+
+
+def test_final_exception_edge_cases():
+    assert cluster.final_exception("all good\n") == cluster.error_summary("all good\n") == ""
+    assert cluster.error_summary("KeyError: 'x'") == "KeyError: 'x'"  # no traceback: the last error-like line
+    chained = ("Traceback (most recent call last):\n  File 'a'\nKeyError: 'k'\n\n"
+               "During handling of the above exception, another exception occurred:\n\n"
+               "Traceback (most recent call last):\n  File 'b'\nRuntimeError: second\n"
+               "[worker 1] a line printed later\n")
+    assert cluster.final_exception(chained) == "RuntimeError: second"  # the last one, up to the next [worker N]
+    long_line = "ValueError: " + "x" * 1000
+    assert len(cluster.error_summary(long_line, max_chars=100)) <= 105
+    with pytest.raises(ValueError, match="max_chars"):
+        cluster.error_summary(long_line, max_chars=3)
 
 
 # ----------------------------------------------------------------------------- processes
@@ -214,6 +261,29 @@ def test_failing_worker_stops_the_others_and_leaves_no_orphans(tmp_path, capsys)
     grandchild = int(result.workers[1].log.split("grandchild")[1].split()[0])
     assert _all_gone([w.pid for w in result.workers] + [grandchild])
     assert "boom" in capsys.readouterr().out  # the logs were shown
+
+
+# Both workers raise an error whose message spans 300 lines (blank lines included), worker 1 a bit later.
+LONG_FAIL = """
+    import json, os, time
+    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    time.sleep(0.3 * index)
+    rows = "\\n".join(f"  {i}: [0.5, 0.25]" if i % 7 else "" for i in range(300))
+    raise ValueError(f"Attempt to convert a value (PerReplica:{{\\n{rows}\\n}}) of worker {index} to a Tensor.")
+"""
+
+
+def test_worker_failed_error_quotes_every_workers_long_error(tmp_path, capsys):
+    with pytest.raises(WorkerFailedError, match=r"2 of 2 worker\(s\) failed") as info:
+        cluster.run(_script(tmp_path, "long.py", LONG_FAIL), 2, grace=10, timeout=60, echo=False)
+    message = str(info.value)
+    for i in range(2):
+        assert re.search(rf"worker {i}: exit 1 - ValueError: Attempt to convert a value \(PerReplica:\{{ \.\.\. "
+                         rf"\}}\) of worker {i} to a Tensor\.", message), message
+    assert len(message.splitlines()) == 1  # a summary; the full text is in .errors
+    assert set(info.value.errors) == {"worker 0", "worker 1"}
+    assert all(len(e.splitlines()) == 302 for e in info.value.errors.values())
+    assert info.value.result.workers[1].error.endswith("of worker 1 to a Tensor.")
 
 
 def test_exception_in_with_block_kills_workers(tmp_path):
