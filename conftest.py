@@ -1,8 +1,14 @@
-"""Repository-wide pytest hooks: a per-notebook duration table after nbval runs.
+"""Repository-wide pytest hooks: a per-notebook duration table after nbval runs, with budgets that fail.
 
-nbval turns each notebook cell into a test item; this plugin adds up the cell
-times per notebook and prints one line per notebook, flagging any notebook over
-the quick-mode budget (``NB_BUDGET_S``, 45 s; ``NB_LONG_BUDGET_S``, 60 s, for lessons 06-08).
+nbval turns each notebook cell into a test item; this plugin adds up the cell times
+(set-up, call and tear-down) per notebook and prints one line per notebook. In quick mode
+every notebook has a budget of ``NB_BUDGET_S`` seconds (45 s): a notebook over it is
+flagged "over budget"; one over twice the budget FAILS the run (non-zero exit status,
+notebook named), so slow lessons cannot creep in unnoticed. Full mode trains for real and
+has no budget.
+
+With ``NB_TIMES_JSON=path`` the per-notebook times are also written to that JSON file, with
+the mode and the stack's versions (``tests/timings.py record`` reads it for docs/timings.json).
 """
 
 import os
@@ -11,14 +17,34 @@ from collections import defaultdict
 _NB_TIMES: dict = defaultdict(float)
 _NB_FAILED: set = set()
 BUDGET_S = float(os.environ.get("NB_BUDGET_S", "45"))
-#: Lessons 06-08 start subprocesses (benchmarks, workers, other backends) and get 60 s.
-LONG_BUDGET_S = float(os.environ.get("NB_LONG_BUDGET_S", "60"))
+#: A notebook over FAIL_FACTOR x its budget fails the run.
+FAIL_FACTOR = 2.0
+_PACKAGES = ("tensorflow", "keras", "jax", "jaxlib", "tf-keras", "numpy", "nbval")
 
 
-def budget(path: str) -> float:
-    """Quick-mode time budget of a notebook, in seconds."""
-    name = os.path.basename(path)
-    return LONG_BUDGET_S if name[:2].isdigit() and int(name[:2]) >= 6 else BUDGET_S
+def budget(path: str, mode: str | None = None) -> float | None:
+    """Time budget of a notebook in seconds (the same for every lesson), or None in full mode."""
+    mode = mode or os.environ.get("MULTIGPU_MODE", "quick")
+    return None if mode == "full" else BUDGET_S
+
+
+def verdict(secs: float, budget_s: float | None, failed: bool = False) -> str:
+    """'FAILED' (a cell failed), 'FAILED: over 2x budget', 'over budget' or 'ok'."""
+    if secs < 0:
+        raise ValueError(f"secs must be >= 0, got {secs}")
+    if failed:
+        return "FAILED"
+    if budget_s is not None and secs > FAIL_FACTOR * budget_s:
+        return f"FAILED: over {FAIL_FACTOR:g}x budget"
+    if budget_s is not None and secs > budget_s:
+        return "over budget"
+    return "ok"
+
+
+def budget_failures(times: dict, mode: str | None = None) -> list:
+    """Notebooks (sorted) whose time is over twice their budget."""
+    return sorted(p for p, secs in times.items()
+                  if verdict(secs, budget(p, mode)).startswith("FAILED"))
 
 
 def pytest_runtest_logreport(report):
@@ -29,17 +55,58 @@ def pytest_runtest_logreport(report):
             _NB_FAILED.add(path)
 
 
+def times_record(times: dict, failed: set, mode: str) -> dict:
+    """The JSON written to NB_TIMES_JSON: per-notebook seconds, budget and verdict, mode, stack."""
+    import platform
+    from importlib import metadata
+
+    packages = {}
+    for name in _PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return {"mode": mode, "python": platform.python_version(), "packages": packages,
+            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "notebooks": {os.path.basename(p): {"seconds": round(secs, 1), "budget_s": budget(p, mode),
+                                                "verdict": verdict(secs, budget(p, mode), p in failed)}
+                          for p, secs in sorted(times.items())}}
+
+
 def pytest_terminal_summary(terminalreporter):
     if not _NB_TIMES:
         return
     tr = terminalreporter
-    tr.section("per-notebook duration (quick/full: %s)" % os.environ.get("MULTIGPU_MODE", "quick"))
+    mode = os.environ.get("MULTIGPU_MODE", "quick")
+    tr.section("per-notebook duration (quick/full: %s)" % mode)
     width = max(len(p) for p in _NB_TIMES)
     for path in sorted(_NB_TIMES):
-        secs = _NB_TIMES[path]
-        flag = "FAILED" if path in _NB_FAILED else ("over budget" if secs > budget(path) else "ok")
-        tr.write_line(f"{path:<{width}}  {secs:7.1f} s  (budget {budget(path):.0f} s)  {flag}")
+        secs, limit = _NB_TIMES[path], budget(path, mode)
+        note = f"(budget {limit:.0f} s)" if limit is not None else "(no budget in full mode)"
+        tr.write_line(f"{path:<{width}}  {secs:7.1f} s  {note}  {verdict(secs, limit, path in _NB_FAILED)}")
     tr.write_line(f"{'total':<{width}}  {sum(_NB_TIMES.values()):7.1f} s")
+    slow = budget_failures(_NB_TIMES, mode)
+    if slow:
+        tr.write_line(f"FAILED: over {FAIL_FACTOR:g}x the {BUDGET_S:.0f} s budget: {', '.join(slow)} "
+                      "(make it faster in quick mode; NB_BUDGET_S=... sets the budget)", red=True, bold=True)
+    if os.environ.get("NB_TIMES_JSON"):
+        tr.write_line(f"per-notebook times written to {os.environ['NB_TIMES_JSON']}")
+
+
+def _finish_notebook_times(session) -> None:
+    """Fail the session for notebooks over twice their budget; write NB_TIMES_JSON if asked."""
+    if not _NB_TIMES:
+        return
+    mode = os.environ.get("MULTIGPU_MODE", "quick")
+    if budget_failures(_NB_TIMES, mode):
+        session.exitstatus = max(int(session.exitstatus), 1)
+    out = os.environ.get("NB_TIMES_JSON")
+    if out:
+        import json
+
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        with open(out, "w") as f:
+            f.write(json.dumps(times_record(_NB_TIMES, _NB_FAILED, mode), indent=1) + "\n")
 
 
 # ---- the error index check (TROUBLESHOOTING.md) -------------------------------------------
@@ -68,6 +135,7 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    _finish_notebook_times(session)
     from pathlib import Path
 
     root = Path(__file__).resolve().parent
