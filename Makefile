@@ -43,7 +43,7 @@ KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 # notebooks run as a learner's kernel does (tests/conftest.py sets them for unit tests only).
 TEST_ENV := PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
 
-.PHONY: help install lab test unit notebooks capsule gpu-check sync-notebooks clean bench rerun-check html
+.PHONY: help install lab test unit notebooks capsule gpu-check sync-notebooks clean bench rerun-check html memcheck timings
 
 help:
 	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
@@ -148,3 +148,26 @@ html: $(STAMP)
 	  --ExecutePreprocessor.timeout=$(NB_CELL_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 \
 	  --output-dir "$(HTML_DIR)" $(HTML_NOTEBOOKS)
 	@echo "executed copies written to $(HTML_DIR)/ (open $(HTML_DIR)/$(basename $(notdir $(firstword $(HTML_NOTEBOOKS)))).html)"
+
+# Peak memory of each notebook run as a learner runs it (fresh kernel, temporary folder): PSS of the kernel and
+# all its child processes, sampled every 0.2 s. NOTEBOOKS=... to choose; MEMCHECK_ARGS=--one-core imitates
+# Binder (1 CPU); fails if a notebook fails or peaks over 2 GiB (MEMCHECK_ARGS="--limit-mib N --json PATH").
+MEMCHECK_ARGS ?=
+memcheck: $(STAMP)
+	$(REFRESH_HELPERS)
+	$(TEST_ENV) $(PY) tests/memcheck.py $(MEMCHECK_ARGS) $(NOTEBOOKS)
+
+# The workshop timing table (docs/workshop.md) from measured data (docs/timings.json): every notebook through
+# nbval on this machine, then tests/memcheck.py --one-core; records both and re-renders the table. Run it on a
+# quiet 2-core machine from a fresh clone, then commit docs/timings.json and docs/workshop.md.
+TIMINGS_DIR ?= _output/timings
+TIMINGS_MACHINE ?=
+timings: $(STAMP) capsule
+	$(REFRESH_HELPERS)
+	rm -rf $(TIMINGS_DIR) && mkdir -p $(TIMINGS_DIR)
+	NB_TIMES_JSON=$(TIMINGS_DIR)/nb_times.json $(TEST_ENV) $(PY) -m pytest notebooks --nbval-lax \
+	  --nbval-current-env --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider
+	$(TEST_ENV) $(PY) tests/memcheck.py --one-core --json $(TIMINGS_DIR)/memcheck.json
+	$(PY) tests/timings.py record --tests $(TIMINGS_DIR)/nb_times.json --memcheck $(TIMINGS_DIR)/memcheck.json \
+	  $(if $(TIMINGS_MACHINE),--machine "$(TIMINGS_MACHINE)")
+	$(PY) tests/timings.py render

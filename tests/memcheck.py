@@ -294,8 +294,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.limit_mib <= 0 or args.target_mib <= 0:
         parser.error("--limit-mib and --target-mib must be > 0")
-    for key, value in (("TF_CPP_MIN_LOG_LEVEL", "2"), ("MPLBACKEND", "Agg"), ("PYTHONHASHSEED", "0")):
-        os.environ.setdefault(key, value)
     paths = args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))
     if args.one_core:
         print(f"memcheck: pinned to CPU {pin_to_one_core()} (kernels and their children inherit it)", flush=True)
