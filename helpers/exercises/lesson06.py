@@ -28,7 +28,8 @@ def _check_efficiency(answer):
             return False, (f"efficiency({sps}, {base}, {n}) returned {got!r}, expected {want} "
                            f"(speed-up {sps / base:.2f}x on {n} replica(s)){hint}")
     return True, ("efficiency = (samples/s / one device's samples/s) / replicas: 1.0 means every "
-                  "replica pulls its full weight; on devices that share one chip, expect 1/replicas at best.")
+                  "replica pulls its full weight. Devices that share one chip add no compute, so expect "
+                  "about 1/replicas there (a little more when one device left cores idle).")
 
 
 def _solve_efficiency():
