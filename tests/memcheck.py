@@ -16,6 +16,9 @@ is killed there without a useful message. ``--one-core`` pins this script, and s
 its children (they inherit the affinity), to one CPU to imitate Binder's CPU share. The limit checked
 is 2 GiB (``--limit-mib``); the target is 1.8 GiB (``--target-mib``: reported, not fatal).
 
+Run it on a quiet machine: PSS also divides the pages shared with unrelated processes (another kernel
+loading the same TensorFlow libraries), so on a busy machine it reads low.
+
 Exit status: 1 if any notebook fails or peaks above ``--limit-mib``, else 0. Linux only (/proc).
 """
 
