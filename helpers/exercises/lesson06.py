@@ -43,8 +43,8 @@ def _solve_efficiency():
 register("06.1", title="scaling efficiency", checker=_check_efficiency, solution=_solve_efficiency,
          expects="function", takes=3,
          wants="a function efficiency(samples_per_s, one_device_samples_per_s, replicas) -> number",
-         hint="section 1 defines the speed-up first and the efficiency from it; 1.0 means every "
-              "replica pulls its full weight.")
+         hint="'The promise' at the top defines the speed-up first and the efficiency from it; 1.0 "
+              "means every replica pulls its full weight.")
 
 
 # 06.2 ------------------------------------------------------------------------------------------
