@@ -16,6 +16,7 @@ def _check(key, answer):
     ({"batch_size": 4, "learning_rate": 0.08}, "each GPU would get 4 rows"),
     ({"batch_size": 256, "learning_rate": 0.01}, "still the one tuned for batch 32"),
     ({"batch_size": 256, "learning_rate": 0.02}, "not the linear rule"),
+    ({"batch_size": 64, "learning_rate": 0.02}, "each of the 8 GPUs gets 32?"),
     ({"batch_size": 256.0, "learning_rate": 0.08}, "whole number"),
     ({"batch": 256}, "exactly the keys"),
 ])

@@ -46,6 +46,7 @@ def _wrong(key, answer, words):
     ("02.2", {5: "/GPU:2", 3: "/GPU:1", 0: "/GPU:0"}, "the order of the list decides"),
     ("02.2", {1: "/GPU:0", 2: "/GPU:1", 3: "/GPU:2"}, "the three listed GPUs 5, 3 and 0"),
     ("02.3", {"CUDA_VISIBLE_DEVICES": "1"}, "index 1 alone is ambiguous"),
+    ("02.3", {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "BY_NAME"}, "not a value CUDA knows"),
     ("02.3", {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, "sees both GPUs"),
     ("02.3", {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"}, "not 0"),
     ("02.3", {"CUDA_VISIBLE_DEVICES": 1}, "every key and value must be a str"),
@@ -154,7 +155,7 @@ def test_06_wrong_functions():
     _wrong("06.2", lambda n: 0.01, "returned the one-GPU rate 0.01")
     _wrong("06.2", lambda n: 0.01 * n * 32, "(linear scaling rule)")
     _wrong("06.3", lambda ds: ds.prefetch(tf.data.AUTOTUNE), "the slow map ran 9 times")
-    _wrong("06.3", lambda ds: ds.cache(), "end with .prefetch(tf.data.AUTOTUNE)")
+    _wrong("06.3", lambda ds: ds.cache(), "end with the step that prepares batch k+1")
     _wrong("06.3", lambda ds: ds.shuffle(10, seed=1).cache().prefetch(1), "the data changed")
     _wrong("06.3", lambda ds: None, "it returned None")
 

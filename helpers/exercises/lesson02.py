@@ -108,7 +108,7 @@ def _check_env(answer):
         return False, f"nvidia-smi shows the RTX 3090 as GPU {target.index}, not {entry}"
     if order != "PCI_BUS_ID":
         return False, ("index 1 alone is ambiguous: with CUDA's default FASTEST_FIRST order, CUDA's GPU 1 may be "
-                       "the GTX 1080 Ti. Add CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers GPUs like nvidia-smi")
+                       "the GTX 1080 Ti. Also set the variable that makes CUDA number GPUs like nvidia-smi does")
     return True, "PCI_BUS_ID makes CUDA number GPUs like nvidia-smi, so '1' is the RTX 3090"
 
 

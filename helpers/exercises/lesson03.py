@@ -21,7 +21,7 @@ def _check_batch_lr(answer):
     if batch == 4:
         return False, "4 would be 32 rows split 8 ways: each GPU would get 4 rows, not 32"
     if batch != 256:
-        return False, f"batch_size={batch}: 8 replicas x 32 rows each is a global batch of 256"
+        return False, f"batch_size={batch}: how many rows does one step need if each of the 8 GPUs gets 32?"
     if abs(lr - 0.01) < 1e-12:
         return False, ("batch 256 is right, but the learning rate is still the one tuned for batch 32: "
                        "8 times fewer steps per epoch, each with the same step size, learns slower")

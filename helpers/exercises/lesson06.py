@@ -101,11 +101,11 @@ def _check_pipeline(answer):
     if not all(np.array_equal(g, y) for g in got_y):
         return False, "the data changed: keep every sample, in order (no shuffle, no repeat, no filter)"
     if counter.calls != 3:
-        return False, (f"the slow map ran {counter.calls} times in 3 epochs of 3 batches; with .cache() "
-                       "after it, it runs once per batch (3 times) in total")
+        return False, (f"the slow map ran {counter.calls} times in 3 epochs of 3 batches; if its results "
+                       "were kept after the first epoch it would run once per batch (3 times) in total")
     if "Prefetch" not in type(fixed).__name__:
-        return False, (f"the cache works, but the last step is {type(fixed).__name__}: end with "
-                       ".prefetch(tf.data.AUTOTUNE) so batch k+1 is prepared while batch k trains")
+        return False, (f"the cache works, but the last step is {type(fixed).__name__}: end with the step "
+                       "that prepares batch k+1 while batch k trains")
     return True, ("cache() after the expensive map does the work once; prefetch() last overlaps "
                   "preparing the next batch with training the current one.")
 
