@@ -7,6 +7,7 @@ tests/test_exercises_lesson03.py.
 import functools
 import re
 
+import numpy as np
 import pytest
 
 from helpers import exercises
@@ -143,6 +144,8 @@ def test_describe():
     assert exercises.describe(None) == "None"
     assert exercises.describe("full") == "the string 'full'"
     assert exercises.describe(3) == "the number 3"
+    assert exercises.describe(np.float64(0.5)) == "the number 0.5"
+    assert exercises.describe(functools.partial(max, 1)) == "the function max"
     assert exercises.describe(True) == "the boolean True"
     assert exercises.describe({"b": 1, "a": 2}) == "a dict with keys ['a', 'b']"
     assert exercises.describe([1, 2]) == "a list of 2 item(s)"

@@ -109,8 +109,8 @@ def describe(value: Any) -> str:
         return "... (nothing yet)"
     if inspect.isclass(value):
         return f"the class {value.__qualname__} itself (not an instance)"
-    if inspect.isfunction(value) or inspect.ismethod(value) or inspect.isbuiltin(value):
-        name = value.__name__
+    if _is_function(value):
+        name = getattr(value, "__name__", None) or getattr(getattr(value, "func", None), "__name__", "?")
         return "a lambda function" if name == "<lambda>" else f"the function {name}"
     if isinstance(value, bool):
         return f"the boolean {value}"
@@ -118,7 +118,7 @@ def describe(value: Any) -> str:
         shown = value if len(value) <= 40 else value[:37] + "..."
         return f"the string {shown!r}"
     if _is_number(value):
-        return f"the number {value!r}"
+        return f"the number {value}"
     if isinstance(value, dict):
         keys = sorted(map(repr, value))
         return f"a dict with keys [{', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''}]"
