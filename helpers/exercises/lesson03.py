@@ -9,7 +9,8 @@ from . import KINDS, describe, register
 
 def _check_batch_lr(answer):
     if set(answer) != {"batch_size", "learning_rate"}:
-        return False, f"expected exactly the keys 'batch_size' and 'learning_rate', got {sorted(map(repr, answer))}"
+        return False, ("expected exactly the keys 'batch_size' and 'learning_rate', "
+                       f"got {sorted(map(repr, answer))}")
     batch, lr = answer["batch_size"], answer["learning_rate"]
     if not KINDS["int"][1](batch):
         return False, f"batch_size must be a whole number, you gave {describe(batch)}"

@@ -98,7 +98,8 @@ GPUS_PER_NODE_07_3 = 4
 
 def _check_slurm(answer):
     if not {"task_index", "host", "cuda_visible_devices"} <= set(answer):
-        return False, f"expected the keys 'task_index', 'host', 'cuda_visible_devices', got {sorted(map(repr, answer))}"
+        return False, ("expected the keys 'task_index', 'host', 'cuda_visible_devices', "
+                       f"got {sorted(map(repr, answer))}")
     from helpers.cluster import slurm_tf_config
 
     want = slurm_tf_config(SLURM_07_3, gpus_per_node=GPUS_PER_NODE_07_3)
