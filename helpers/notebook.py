@@ -91,6 +91,10 @@ def setup_notebook(devices: int = 2, backend: str = "tensorflow", seed: int = 42
     Safe to call again in the same kernel with the same arguments (Run All twice).
     """
     config.validate_environment()  # a typo in MULTIGPU_* fails here, before seconds of importing TensorFlow
+    if "ipykernel" in sys.modules:  # in a notebook: keep TensorFlow's harmless C++ lines out of the cells
+        from .quiet import install_native_filter
+
+        install_native_filter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from .devices import _check_n
 

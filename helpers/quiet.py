@@ -22,6 +22,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
@@ -35,6 +36,8 @@ HARMLESS = (
     r"TF-TRT Warning: Could not find TensorRT",
     r"This TensorFlow binary is optimized to use available CPU instructions",
     r"To enable the following instructions: .* in other operations, rebuild TensorFlow",
+    # grappler on TF 2.20 when a graph holds a tf.cond (lesson 03's tower model): a note about an optimisation
+    r"loop_optimizer\.cc:\d+\] Skipping loop optimization for Merge node with control input",
 )
 #: Only harmless when this machine has no NVIDIA driver at all (no ``nvidia-smi``).
 HARMLESS_WITHOUT_DRIVER = (r"failed call to cuInit: .*(UNKNOWN ERROR \(303\)|CUDA_ERROR_NO_DEVICE)",)
@@ -73,3 +76,47 @@ def filtered_native_stderr(patterns: Sequence[str] | None = None) -> Iterator[No
             if rest:
                 sys.stderr.write(rest)
                 sys.stderr.flush()
+
+
+_pump: "threading.Thread | None" = None
+
+
+def install_native_filter(patterns: Sequence[str] | None = None) -> bool:
+    """Filter file descriptor 2 for the rest of the process: harmless lines dropped, all others passed on.
+
+    TensorFlow and XLA log from C++ at any time, not only at start-up (TF 2.20 prints
+    ``W0000 ... loop_optimizer.cc ...`` notes and the absl line again in the middle of a
+    lesson). In a notebook kernel, descriptor 2 is what JupyterLab shows as red boxes.
+    This routes descriptor 2 through a pipe; a daemon thread forwards every complete
+    line that matches none of ``patterns`` to the original descriptor. Returns False
+    (and does nothing) when already installed.
+    """
+    global _pump
+    patterns = harmless_patterns() if patterns is None else tuple(patterns)
+    keep_lines("", patterns)
+    if _pump is not None:
+        return False
+    compiled = [re.compile(p) for p in patterns]
+    read_end, write_end = os.pipe()
+    original = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def pump() -> None:
+        pending = b""
+        while True:
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            kept = [ln for ln in lines if not any(c.search(ln.decode("utf-8", "replace")) for c in compiled)]
+            if kept:
+                os.write(original, b"\n".join(kept) + b"\n")
+        if pending:
+            os.write(original, pending)
+
+    _pump = threading.Thread(target=pump, name="native-stderr-filter", daemon=True)
+    _pump.start()
+    return True

@@ -49,3 +49,16 @@ def test_importing_tensorflow_through_helpers_is_quiet():
     assert r.returncode == 0, r.stderr[-2000:]
     for noise in ("absl::InitializeLog", "cudart_stub", "cuInit"):
         assert noise not in r.stderr, r.stderr
+
+
+def test_install_native_filter_keeps_filtering_after_start_up():
+    code = ("import os, sys, time\nfrom helpers.quiet import install_native_filter\n"
+            "assert install_native_filter(['absl::InitializeLog', 'loop_optimizer'])\n"
+            "assert not install_native_filter(['x'])      # once per process\n"
+            "os.write(2, b'WARNING: All log messages before absl::InitializeLog() is called\\n')\n"
+            "os.write(2, b'W0000 loop_optimizer.cc:934] Skipping loop optimization\\nE0000 a real error\\n')\n"
+            "os.write(2, b'partial ')\nos.write(2, b'line\\n')\n"
+            "time.sleep(0.5)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "E0000 a real error\npartial line\n"
