@@ -55,6 +55,8 @@ help:
 	@echo "make bench        - the scaling benchmark from the command line: CSV + PNG under _output/bench/"
 	@echo "make html         - executed copies of the notebooks, with outputs and figures, in _build/html/"
 	@echo "make rerun-check  - run every notebook twice in one kernel (slow)"
+	@echo "make memcheck     - peak memory (kernel + child processes) and time per notebook; NOTEBOOKS=..., MEMCHECK_ARGS=--one-core (Binder-like)"
+	@echo "make timings      - measure every notebook (2 cores + one core) and regenerate docs/workshop.md's timing table"
 	@echo "make gpu-check    - run every notebook on a GPU machine (1 GPU split into 2 logical GPUs), timed"
 	@echo "make sync-notebooks - re-render badges and the bootstrap cell in every notebook (maintainers)"
 	@echo "make clean        - remove .venv, .venv-hosted, the time capsule and built outputs"

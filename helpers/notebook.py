@@ -62,7 +62,7 @@ def _select_backend(backend: str, n_devices: int) -> None:
         return
     os.environ["KERAS_BACKEND"] = backend
     if backend == "jax" and "jax" not in sys.modules:
-        from .distribution import choose_jax_platform
+        from .meshes import choose_jax_platform
 
         choose_jax_platform(n_devices)  # fewer GPUs than needed (e.g. Colab): use n host CPU devices
         flag = f"--xla_force_host_platform_device_count={n_devices}"
