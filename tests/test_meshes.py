@@ -62,7 +62,52 @@ def test_choose_jax_platform(monkeypatch):
             meshes.choose_jax_platform(bad)
 
 
-def test_old_module_name_still_imports():
-    from helpers.distribution import choose_jax_platform  # helpers.notebook's import, until it moves
+def test_no_helper_module_named_like_keras_distribution():
+    import importlib.util
+    assert importlib.util.find_spec("helpers.distribution") is None   # the learner writes keras.distribution
 
-    assert choose_jax_platform is meshes.choose_jax_platform
+
+WORKER = '''
+import json, sys
+sys.modules["tensorflow"] = None          # as in lesson 08's worker: no TensorFlow in a JAX process
+import json, os
+import numpy as np
+import keras
+from keras import distribution as kd
+
+cfg = json.loads(os.environ["TF_CONFIG"])
+addresses, me = cfg["cluster"]["worker"], cfg["task"]["index"]
+keras.utils.set_random_seed(1)
+kd.initialize(job_addresses=",".join(addresses), num_processes=len(addresses), process_id=me)
+dist = kd.DataParallel(devices=kd.list_devices())
+kd.set_distribution(dist)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+model.compile(optimizer="sgd", loss="mse")
+x, y = np.full((8, 4), me + 1.0, "float32"), np.zeros((8, 2), "float32")
+try:
+    model.fit(x, y, batch_size=4, verbose=0)
+    refused = ""
+except ValueError as exc:
+    refused = str(exc)
+dist.auto_shard_dataset = False           # this process's rows are its part of each global batch
+loss = model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0).history["loss"]
+print(json.dumps({"me": me, "devices": len(kd.list_devices()), "refused": refused, "loss": loss}))
+'''
+
+
+def test_two_jax_processes_form_one_data_parallel_job(tmp_path):
+    """What lesson 08's 2-process job relies on, on the running JAX/Keras versions."""
+    from helpers import cluster
+
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    env = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    job = cluster.run([str(script)], n_workers=2, env=env, timeout=240, echo=False)
+    out = [json.loads(ln) for w in job.workers for ln in w.log.splitlines() if ln.startswith('{"me"')]
+    print("\n".join(r["refused"] for r in out))  # the message TROUBLESHOOTING.md indexes
+    assert [r["me"] for r in out] == [0, 1] and all(r["devices"] == 4 for r in out)
+    for r in out:
+        assert "When using a multi-worker distribution with auto-sharding enabled" in r["refused"]
+        assert "auto_shard_dataset = False" in r["refused"]
+    assert out[0]["loss"] == out[1]["loss"] and len(out[0]["loss"]) == 2   # one global loss, both processes
+    assert not any(cluster.pid_alive(w.pid) for w in job.workers)
