@@ -1,0 +1,146 @@
+"""Plumbing for lesson 09 (the debugging clinic): record updates, flatten gradients, count bytes, read logs.
+
+Why: the lesson measures every failure instead of asserting it.  Measuring needs a
+few small tools that are not what the lesson teaches - a callback that records the
+weights after every step, a gradient flattened into one vector, the bytes a batch
+of activations takes, the tagged lines of a worker log.  They live here so that the
+notebook's cells show only the TensorFlow and Keras calls under study.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Sequence
+
+#: The tag every line of the clinic's worker script starts with: ``[worker 0] ...``.
+TAG_RE = re.compile(r"^\[worker (\d+)\] ")
+
+
+def flat(values: Iterable[Any]) -> "Any":
+    """One float64 numpy vector from a list of weights/gradients (arrays, tensors or variables).
+
+    ``None`` entries (a variable without gradient) raise ``ValueError``: a missing
+    gradient is a bug to report, not a zero to hide.
+    """
+    import numpy as np
+
+    parts = []
+    for i, v in enumerate(values):
+        if v is None:
+            raise ValueError(f"entry {i} is None (a variable without a gradient?)")
+        v = v.numpy() if hasattr(v, "numpy") else v
+        parts.append(np.asarray(v, dtype="float64").ravel())
+    if not parts:
+        raise ValueError("nothing to flatten: got an empty list")
+    return np.concatenate(parts)
+
+
+def _callback_base():
+    import keras
+
+    return keras.callbacks.Callback
+
+
+class _WeightStepsMixin:
+    """See :func:`weight_steps`."""
+
+    def on_train_begin(self, logs=None):
+        self.weights_seen = [flat(self.model.get_weights())]
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.weights_seen.append(flat(self.model.get_weights()))
+
+    @property
+    def updates(self):
+        """One row per training step: the weights after the step minus the weights before it."""
+        import numpy as np
+
+        if len(getattr(self, "weights_seen", [])) < 2:
+            raise ValueError("no training step recorded yet: pass this callback to fit() first")
+        return np.diff(np.array(self.weights_seen), axis=0)
+
+
+def weight_steps():
+    """A Keras callback that records all weights (flattened) before training and after every batch.
+
+    ``cb.updates[i]`` is the change made by step ``i``; with plain ``SGD(learning_rate=lr)``
+    that is ``-lr * gradient``, so two runs can be compared step by step.
+    """
+    cls = type("WeightSteps", (_WeightStepsMixin, _callback_base()), {})
+    return cls()
+
+
+def activation_bytes(model, batch: int, bytes_per_value: int = 4) -> int:
+    """Bytes that the outputs of every layer of ``model`` take for ``batch`` rows (forward pass only).
+
+    The backward pass keeps these activations alive until the gradients are computed,
+    so this is a lower bound of the memory one replica needs for one step on top of
+    its weights, gradients and optimizer state.
+    """
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    if isinstance(bytes_per_value, bool) or not isinstance(bytes_per_value, int) or bytes_per_value < 1:
+        raise ValueError(f"bytes_per_value must be a positive int, got {bytes_per_value!r}")
+    layers = getattr(model, "layers", None)
+    if not layers:
+        raise ValueError("model has no layers (build it with an Input first)")
+    per_row = 0
+    for layer in layers:
+        shape = tuple(layer.output.shape)[1:]
+        n = 1
+        for d in shape:
+            if d is None:
+                raise ValueError(f"layer {layer.name} has an unknown dimension in {shape}")
+            n *= int(d)
+        per_row += n
+    return per_row * batch * bytes_per_value
+
+
+def tagged_lines(log: str, worker: "int | None" = None) -> list[str]:
+    """The ``[worker N] ...`` lines of a log (all workers, or only ``worker``), TensorFlow's noise left out."""
+    if worker is not None and (isinstance(worker, bool) or not isinstance(worker, int) or worker < 0):
+        raise ValueError(f"worker must be an int >= 0 or None, got {worker!r}")
+    out = []
+    for line in log.splitlines():
+        m = TAG_RE.match(line)
+        if m and (worker is None or int(m.group(1)) == worker):
+            out.append(line)
+    return out
+
+
+def between(log: str, start: str, end: "str | None" = None) -> str:
+    """The part of ``log`` after the first line containing ``start`` and before the next containing ``end``.
+
+    Used to tell which step of a worker script printed a (C++) log line: the script
+    prints a marker before each step, and TensorFlow's lines land in between.
+    """
+    if not start:
+        raise ValueError("start must be a non-empty string")
+    lines = log.splitlines()
+    try:
+        i = next(k for k, ln in enumerate(lines) if start in ln)
+    except StopIteration:
+        raise ValueError(f"no line contains {start!r}") from None
+    j = len(lines)
+    if end:
+        j = next((k for k in range(i + 1, len(lines)) if end in lines[k]), len(lines))
+    return "\n".join(lines[i + 1:j])
+
+
+def steps_per_worker(make_batches, n_workers: int, **kwargs) -> list[int]:
+    """How many batches ``make_batches(task, **kwargs)`` yields for each task 0..n_workers-1 (counted here)."""
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+        raise ValueError(f"n_workers must be a positive int, got {n_workers!r}")
+    if not callable(make_batches):
+        raise ValueError("make_batches must be a function make_batches(task, ...) returning batches")
+    return [sum(1 for _ in make_batches(task, **kwargs)) for task in range(n_workers)]
+
+
+def ratio(a: Sequence[float], b: Sequence[float]) -> float:
+    """``|a| / |b|`` for two vectors (e.g. a gradient against the one-device gradient)."""
+    import numpy as np
+
+    nb = float(np.linalg.norm(np.asarray(b, dtype="float64")))
+    if nb == 0.0:
+        raise ValueError("the reference vector b is zero")
+    return float(np.linalg.norm(np.asarray(a, dtype="float64"))) / nb

@@ -1,0 +1,198 @@
+"""Exercises of 09_when_it_goes_wrong: broken pieces of a multi-replica job, fixed by the learner.
+
+Each checker runs the learner's code on two replicas (the lesson's devices:
+``helpers.devices.ensure_devices(2)``) under a throw-away ``MirroredStrategy`` that
+reduces on one device (``ReductionToOneDevice``): it uses no collective ops, so it
+can never disturb the collectives of the strategy the notebook created.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from . import register
+
+_STRATEGY = []
+
+
+def _strategy():
+    """One throw-away 2-replica strategy per process (created on first use)."""
+    import tensorflow as tf
+
+    from helpers.devices import ensure_devices
+
+    if not _STRATEGY:
+        _STRATEGY.append(tf.distribute.MirroredStrategy(
+            ensure_devices(2), cross_device_ops=tf.distribute.ReductionToOneDevice()))
+    return _STRATEGY[0]
+
+
+def _data(rows: int):
+    import numpy as np
+
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(rows, 3)).astype("float32")
+    y = (x @ np.array([[1.0], [-2.0], [3.0]], "float32") + 0.5).astype("float32")
+    w = [rng.normal(size=(3, 1)).astype("float32"), np.full(1, 0.1, "float32")]
+    return x, y, w
+
+
+def _linear(weights):
+    import keras
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.set_weights(weights)
+    return model
+
+
+# ---- 09.1: the loss of a custom training step --------------------------------------------------
+
+ROWS_09_1 = 5  # split 3 + 2 over two replicas: an uneven batch, as the last batch of an epoch often is
+
+
+def _one_device_gradient(x, y, w):
+    import tensorflow as tf
+
+    from helpers.clinic import flat
+
+    model = _linear(w)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x) - y))
+    return flat(tape.gradient(loss, model.trainable_variables))
+
+
+def _replica_gradient(loss_fn, x, y, w):
+    """The all-reduced gradient two replicas apply when each uses ``loss_fn``; and each replica's loss."""
+    import tensorflow as tf
+
+    from helpers.clinic import flat
+
+    strategy = _strategy()
+    with strategy.scope():
+        model = _linear(w)
+    batch = next(iter(strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensor_slices((x, y)).batch(len(x)))))
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb), len(x))
+        grads = tape.gradient(loss, model.trainable_variables)
+        return tf.distribute.get_replica_context().all_reduce("SUM", grads), loss
+
+    summed, losses = strategy.run(step, args=batch)
+    grad = flat(strategy.experimental_local_results(g)[0] for g in summed)
+    return grad, strategy.experimental_local_results(losses)
+
+
+def _check_loss(answer):
+    import numpy as np
+
+    x, y, w = _data(ROWS_09_1)
+    grad, losses = _replica_gradient(answer, x, y, w)
+    shapes = {tuple(getattr(l, "shape", ())) for l in losses}
+    if shapes != {()}:
+        return False, (f"each replica's loss has shape {sorted(shapes)}; return one number per replica (a "
+                       "scalar) so that its gradient is the replica's share of the step")
+    want = _one_device_gradient(x, y, w)
+    n = 2
+    if np.allclose(grad, want, rtol=1e-4, atol=1e-6):
+        return True, ("on 3 + 2 rows the two replicas' gradients add up to one device's gradient on all 5 rows: "
+                      "every row weighs 1/5, whatever replica it landed on")
+    if np.allclose(grad, n * want, rtol=1e-4, atol=1e-6):
+        return False, (f"the summed gradient is {n}x one device's: each replica averages over its own rows "
+                       "and the all-reduce then ADDS the replicas' gradients (what tf.reduce_mean does)")
+    if np.allclose(grad, want / n, rtol=1e-4, atol=1e-6):
+        return False, (f"the summed gradient is 1/{n} of one device's: the loss is divided by the replica "
+                       "count twice (a Keras loss object already divides by it)")
+    per_replica = _uneven_reference(x, y, w, n)
+    if np.allclose(grad, per_replica, rtol=1e-4, atol=1e-6):
+        return False, ("right on an even split, wrong on this 3 + 2 batch: each replica divides by its OWN "
+                       "row count (then by the replica count), so rows on the smaller replica weigh more. "
+                       "Divide by the global batch size instead")
+    return False, (f"the summed gradient differs from one device's gradient on the same {ROWS_09_1} rows "
+                   f"(norm ratio {np.linalg.norm(grad) / np.linalg.norm(want):.3f}); compute the mean "
+                   "squared error of each row, then average over the GLOBAL batch")
+
+
+def _uneven_reference(x, y, w, n):
+    """What a per-replica mean divided by ``n`` gives on the 3 + 2 split (the Keras-loss-object result)."""
+    cut = -(-len(x) // n)
+    return (_one_device_gradient(x[:cut], y[:cut], w) + _one_device_gradient(x[cut:], y[cut:], w)) / n
+
+
+def _solve_loss():
+    import tensorflow as tf
+
+    def replica_loss(labels, predictions, global_batch_size):
+        per_example = tf.reduce_mean(tf.square(labels - predictions), axis=-1)   # one loss per row
+        return tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
+
+    return replica_loss
+
+
+register("09.1", title="fix the loss of a custom training step", checker=_check_loss, solution=_solve_loss,
+         expects="function", takes=3,
+         wants="a function replica_loss(labels, predictions, global_batch_size) returning a scalar",
+         hint="the all-reduce ADDS the replicas' gradients, and the replicas may hold different numbers of "
+              "rows: what must each replica divide the sum of its rows' losses by?")
+
+
+# ---- 09.2: a custom metric that disagrees across replicas ---------------------------------------
+
+ROWS_09_2, BATCH_09_2 = 12, 6
+
+
+def _check_metric(answer):
+    import keras
+    import numpy as np
+
+    if not inspect.isclass(answer):
+        if isinstance(answer, keras.metrics.Metric):
+            return False, f"you passed an instance of {type(answer).__name__}; pass the class itself (answer = RowsSeen)"
+        return False, f"you passed {type(answer).__name__}; this exercise wants your fixed metric class"
+    if not issubclass(answer, keras.metrics.Metric):
+        return False, f"{answer.__name__} is not a keras.metrics.Metric subclass"
+    x, y, w = _data(ROWS_09_2)
+    strategy = _strategy()
+    with strategy.scope():
+        metric = answer()
+        model = _linear(w)
+        model.compile(loss="mse", optimizer=keras.optimizers.SGD(0.01), metrics=[metric])
+    history = model.fit(x, y, batch_size=BATCH_09_2, epochs=1, verbose=0, shuffle=False).history
+    if metric.name not in history:
+        return False, f"fit reported {sorted(history)}, not your metric's name {metric.name!r}"
+    got = float(history[metric.name][-1])
+    if np.isclose(got, ROWS_09_2):
+        return True, (f"{got:g} rows: each replica counted its own rows and reading the metric added the "
+                      "replicas' counts (aggregation='sum')")
+    per_replica = ROWS_09_2 / strategy.num_replicas_in_sync
+    if np.isclose(got, per_replica):
+        return False, (f"the metric says {got:g} rows, but fit trained on {ROWS_09_2}: each replica counted its "
+                       f"own {per_replica:g}, and reading the variable took one replica's count or their mean "
+                       "instead of their sum (look at the variable's aggregation)")
+    return False, f"the metric says {got:g} rows, but fit trained on {ROWS_09_2} rows"
+
+
+def _solve_metric():
+    import keras
+    import tensorflow as tf
+
+    class RowsSeen(keras.metrics.Metric):
+        def __init__(self, name="rows_seen", **kwargs):
+            super().__init__(name=name, **kwargs)
+            self.rows = self.add_variable(shape=(), initializer="zeros", aggregation="sum", name="rows")
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            self.rows.assign_add(tf.cast(tf.shape(y_true)[0], self.dtype))
+
+        def result(self):
+            return self.rows
+
+    return RowsSeen
+
+
+register("09.2", title="fix a metric that disagrees across replicas", checker=_check_metric,
+         solution=_solve_metric, wants="your fixed metric class (RowsSeen itself, not an instance)",
+         hint="each replica updates its own copy of the metric's variable; when Keras reads the metric, "
+              "how should the replicas' copies be combined into one count?")
