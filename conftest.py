@@ -109,6 +109,36 @@ def _finish_notebook_times(session) -> None:
             f.write(json.dumps(times_record(_NB_TIMES, _NB_FAILED, mode), indent=1) + "\n")
 
 
+# ---- what the learner sees: no native start-up noise, no stray results -------------------------
+# A cell's outputs must not contain TensorFlow's harmless C++ start-up lines (helpers.quiet filters them
+# in every kernel) nor a bare result a learner did not ask for: `False`/`None` from a check, or a
+# function's repr from show_solution. Notebooks run without TF_CPP_MIN_LOG_LEVEL (see the Makefile).
+import re  # noqa: E402
+import shutil  # noqa: E402
+
+NOISE = (r"absl::InitializeLog", r"cudart_stub\.cc", r"Could not find cuda drivers")
+NOISE_WITHOUT_DRIVER = (r"failed call to cuInit",)
+STRAY_RESULT = re.compile(r"^(False|None|True|<function .*>|<bound method .*>)$")
+
+
+def output_problems(outputs, driver: bool | None = None) -> list:
+    """What a learner should not see in one cell's outputs (nbformat output dicts)."""
+    driver = shutil.which("nvidia-smi") is not None if driver is None else driver
+    noise = NOISE + (() if driver else NOISE_WITHOUT_DRIVER)
+    problems = []
+    for out in outputs or []:
+        kind = out.get("output_type")
+        if kind == "stream":
+            for line in out.get("text", "").splitlines():
+                if any(re.search(p, line) for p in noise):
+                    problems.append(f"native start-up noise in {out.get('name')}: {line.strip()[:120]}")
+        elif kind == "execute_result":
+            text = out.get("data", {}).get("text/plain", "").strip()
+            if STRAY_RESULT.match(text):
+                problems.append(f"stray result shown: Out[...]: {text[:80]} (end the line with ';' or return nothing)")
+    return problems
+
+
 # ---- the error index check (TROUBLESHOOTING.md) -------------------------------------------
 # Every message listed there must be produced by this run's notebooks or tests. The check
 # runs only when the whole suite ran (make test): all notebooks collected, nothing deselected.
@@ -123,6 +153,11 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if call.when == "call":
+        if str(item.fspath).endswith(".ipynb") and report.passed:
+            problems = output_problems(getattr(item, "test_outputs", None))
+            if problems:
+                report.outcome = "failed"
+                report.longrepr = "what the learner would see in this cell:\n" + "\n".join(problems)
         for out in getattr(item, "test_outputs", None) or []:
             _OUTPUT.append(out.get("text", "") if hasattr(out, "get") else "")
             data = out.get("data", {}) if hasattr(out, "get") else {}
