@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from contextlib import contextmanager
-from typing import Iterator, Optional, Sequence
+from typing import Optional, Sequence
 
 import keras
 import tensorflow as tf
@@ -222,17 +221,6 @@ def missing_device(device_type: str = "GPU") -> str:
     if device_type not in ("CPU", "GPU"):
         raise ValueError(f"device_type must be 'CPU' or 'GPU', got {device_type!r}")
     return f"/device:{device_type}:{len(tf.config.list_logical_devices(device_type))}"
-
-
-@contextmanager
-def strict_placement() -> Iterator[None]:
-    """Turn soft device placement off inside the block (asking for a missing device raises), then restore it."""
-    before = tf.config.get_soft_device_placement()
-    tf.config.set_soft_device_placement(False)
-    try:
-        yield
-    finally:
-        tf.config.set_soft_device_placement(before)
 
 
 def ran_on(tensor: tf.Tensor) -> str:
