@@ -1,0 +1,219 @@
+"""Exercises of 10_memory_and_profiling.
+
+10.1 is checked by measurement: the checker compiles the train step the answer
+describes and reads XLA's ``memory_analysis()``.  That needs Keras on the JAX
+backend with 4 XLA devices; the notebook's kernel has them, any other process
+(the TensorFlow test run) measures in a fresh JAX subprocess.  Results are cached
+per answer, so checking twice costs one compile.
+"""
+
+from __future__ import annotations
+
+import json
+
+from . import register
+
+# ---- 10.1: fit a model into a per-device memory budget ------------------------------------------
+
+INPUT_WIDTH = 256          #: the lesson's WIDTH: big_mlp() takes 256 features
+HIDDEN = 1024              #: three hidden Dense layers this wide
+GLOBAL_BATCH = 256         #: examples per weight update
+BUDGET_MIB = 28            #: per-device budget for argument + temp of the compiled step
+DEVICES = 4
+KEYS_10_1 = ("replicas", "shard_weights", "gradient_accumulation_steps")
+
+
+def big_mlp(name: str = "big_mlp"):
+    """The model of exercise 10.1: 256 -> 1024 -> 1024 -> 1024 -> 10, float32 (about 2.4 M parameters)."""
+    import keras
+
+    return keras.Sequential([keras.Input((INPUT_WIDTH,))]
+                            + [keras.layers.Dense(HIDDEN, activation="relu", name=f"d{i}") for i in (1, 2, 3)]
+                            + [keras.layers.Dense(10, name="out")], name=name)
+
+
+def _measure_here(replicas: int, shard_weights: bool, accumulation: int) -> dict:
+    """Compile the step in this process (Keras on JAX, >= ``replicas`` devices); bytes per device."""
+    import jax
+    import keras
+    import numpy as np
+    from keras import distribution as kd
+
+    from ..memory_report import bytes_on_device, compiled_memory
+
+    devices = kd.list_devices()[:replicas]
+    if shard_weights and replicas > 1:
+        layout_map = kd.LayoutMap(kd.DeviceMesh((replicas,), ("batch",), devices))
+        layout_map[".*kernel"] = ("batch", None)
+        dist = kd.ModelParallel(layout_map=layout_map, batch_dim_name="batch")
+    else:
+        dist = kd.DataParallel(devices=devices)
+    with dist.scope():
+        model = big_mlp()
+        optimizer = keras.optimizers.Adam(1e-3, gradient_accumulation_steps=accumulation if accumulation > 1 else None)
+        optimizer.build(model.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def loss(trainable, non_trainable, x, y):
+        logits, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
+        return loss_fn(y, logits), non_trainable
+
+    def train_step(trainable, non_trainable, opt_vars, x, y):
+        (value, non_trainable), grads = jax.value_and_grad(loss, has_aux=True)(trainable, non_trainable, x, y)
+        trainable, opt_vars = optimizer.stateless_apply(opt_vars, grads, trainable)
+        return value, trainable, non_trainable, opt_vars
+
+    micro = GLOBAL_BATCH // accumulation
+    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
+             [v.value for v in optimizer.variables])
+    x = kd.distribute_tensor(np.zeros((micro, INPUT_WIDTH), "float32"), dist.get_data_layout((micro, INPUT_WIDTH)))
+    y = kd.distribute_tensor(np.zeros((micro,), "int32"), dist.get_data_layout((micro,)))
+    mem = compiled_memory(jax.jit(train_step, donate_argnums=(0, 2)).lower(*state, x, y).compile())
+    return {"argument": mem["argument"], "temp": mem["temp"], "weights": bytes_on_device(state[0]),
+            "slots": bytes_on_device(state[2])}
+
+
+def _can_measure_here(replicas: int) -> bool:
+    import sys
+
+    if "keras" not in sys.modules or "jax" not in sys.modules:
+        return False
+    import jax
+    import keras
+
+    return keras.backend.backend() == "jax" and len(jax.devices()) >= replicas
+
+
+_CACHE: dict = {}
+
+
+def measure_all(configs) -> dict:
+    """Bytes per device of the 10.1 step for each ``(replicas, shard_weights, accumulation)`` config (cached).
+
+    Each result is ``{"argument", "temp", "weights", "slots"}``.  Measured in this process
+    when Keras runs on JAX with enough devices; otherwise all uncached configs are measured
+    in one fresh JAX process with 4 host devices.
+    """
+    configs = [(int(r), bool(s), int(a)) for r, s, a in configs]
+    todo = [c for c in dict.fromkeys(configs) if c not in _CACHE]
+    if todo and _can_measure_here(max(c[0] for c in todo)):
+        for c in todo:
+            _CACHE[c] = _measure_here(*c)
+    elif todo:
+        from ..subproc import run_python
+
+        run = run_python(f"""
+            import json
+            from helpers.exercises.lesson10 import _measure_here
+            print(json.dumps([_measure_here(*c) for c in {todo!r}]))
+        """, env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+                  "XLA_FLAGS": f"--xla_force_host_platform_device_count={DEVICES}"}, timeout=600, echo=False)
+        if not run.ok:
+            raise RuntimeError(f"measuring in a JAX subprocess failed: {run.last_error_line() or run.stderr[-300:]}")
+        _CACHE.update(zip(todo, json.loads(run.stdout.strip().splitlines()[-1])))
+    return {c: _CACHE[c] for c in configs}
+
+
+def measure(replicas: int, shard_weights: bool, accumulation: int) -> dict:
+    """Bytes per device of one 10.1 config (see :func:`measure_all`)."""
+    return measure_all([(replicas, shard_weights, accumulation)])[(int(replicas), bool(shard_weights), int(accumulation))]
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2 ** 20:.1f} MiB"
+
+
+def _check_budget(answer):
+    missing = [k for k in KEYS_10_1 if k not in answer]
+    if missing:
+        return False, f"the dict needs the keys {list(KEYS_10_1)}; missing {missing}"
+    replicas, shard, accum = answer["replicas"], answer["shard_weights"], answer["gradient_accumulation_steps"]
+    if replicas not in (1, 2, 4) or isinstance(replicas, bool):
+        return False, f"replicas={replicas!r}: use 1, 2 or 4 (this machine has 4 devices)"
+    if not isinstance(shard, bool):
+        return False, f"shard_weights={shard!r}: give True or False"
+    if isinstance(accum, bool) or not isinstance(accum, int) or accum < 1:
+        return False, f"gradient_accumulation_steps={accum!r}: give a whole number >= 1 (1 = no accumulation)"
+    if GLOBAL_BATCH % (accum * replicas):
+        return False, (f"a global batch of {GLOBAL_BATCH} in {accum} micro-batch(es) split over {replicas} "
+                       f"replica(s) does not divide evenly; pick k so that {GLOBAL_BATCH} / k divides by {replicas}")
+    m = measure(int(replicas), bool(shard), int(accum))
+    total = m["argument"] + m["temp"]
+    figures = (f"{_mib(total)} per device (weights {_mib(m['weights'])}, optimizer slots {_mib(m['slots'])}, "
+               f"temp {_mib(m['temp'])})")
+    if total <= BUDGET_MIB * 2 ** 20:
+        return True, (f"measured {figures}, within {BUDGET_MIB} MiB: sharding the weights over {replicas} devices "
+                      "splits the weights and Adam slots, which replicas alone never do")
+    if shard and replicas == 1:
+        why = "sharding over 1 device splits nothing: shard over several replicas"
+    elif not shard and accum > 1:
+        why = ("accumulation shrinks only the activations, which are small here, and adds a weight-sized "
+               "accumulator; every replica still holds all weights and slots")
+    elif not shard:
+        why = ("every data-parallel replica holds all weights and Adam's two slots per weight; more replicas "
+               "only split the activations, which are small for this model")
+    else:
+        why = "sharded over fewer devices, each still holds too large a slice of the weights and slots"
+    return False, f"measured {figures} > budget {BUDGET_MIB} MiB: {why}"
+
+
+def _solve_budget():
+    # Weights + Adam slots dominate this model: only sharding them (FSDP) over all 4 devices shrinks them.
+    return {"replicas": 4, "shard_weights": True, "gradient_accumulation_steps": 1}
+
+
+register("10.1", title="fit a model into a per-device memory budget", checker=_check_budget,
+         solution=_solve_budget, expects="dict",
+         wants='a dict {"replicas": ..., "shard_weights": ..., "gradient_accumulation_steps": ...}',
+         hint="measure where this model's bytes go (weights, slots or temp); pick the lever that shrinks "
+              "the biggest column per device.")
+
+# ---- 10.2: classify trace events -----------------------------------------------------------------
+
+#: (name, thread, expected kind), from real XLA:CPU traces of JAX 0.7 and 0.10.
+CASES_10_2 = (
+    ("input", "python", "input"),
+    ("all-reduce", "tf_XLAEigen/9098522094897612013", "communication"),
+    ("all-reduce.1", "tf_XLAPjRtCpuClient/-1260997006963878914", "communication"),
+    ("all-gather.3", "tf_XLAEigen/5971624542882991528", "communication"),
+    ("reduce-scatter", "tf_XLAEigen/5971624542882991528", "communication"),
+    ("fusion.2", "tf_XLAPjRtCpuClient/4019071833920093399", "compute"),
+    ("dot.1", "tf_XLAPjRtCpuClient/2033840176511264804", "compute"),
+    ("multiply_add_fusion", "tf_XLAPjRtCpuClient/2033840176511264804", "compute"),
+    ("ThunkExecutor::Execute (wait for completion)", "tf_XLAPjRtCpuClient/1700736521859534092", None),
+    ("Rendezvous", "tf_XLAEigen/9098522094897612013", None),
+    ("Wait: pending_threads=1/4", "tf_XLAEigen/9098522094897612013", None),
+    ("PjitFunction(step)", "python", None),
+    ("$api.py:2035 device_put", "python", None),
+)
+
+
+def _check_kind(answer):
+    wrong = []
+    for name, thread, want in CASES_10_2:
+        got = answer(name, thread)
+        if got != want:
+            wrong.append(f"kind({name!r}, {thread[:22]!r}) gave {got!r}, want {want!r}")
+    if wrong:
+        return False, f"{len(wrong)} of {len(CASES_10_2)} events misclassified: " + "; ".join(wrong[:3]) + (
+            "; ..." if len(wrong) > 3 else "")
+    return True, (f"all {len(CASES_10_2)} events right: our annotation is input, collectives are communication, "
+                  "other XLA ops on XLA threads are compute, wrappers and Python are not counted")
+
+
+def _solve_kind():
+    import re
+
+    def kind(name, thread):
+        if name == "input":
+            return "input"
+        if not thread.startswith("tf_XLA") or not re.fullmatch(r"[a-z][a-z0-9_.\-]*", name):
+            return None                       # Python, dispatch, runtime wrappers
+        collective = re.match(r"(all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all)", name)
+        return "communication" if collective else "compute"
+    return kind
+
+
+register("10.2", title="classify the events of a profiler trace", checker=_check_kind, solution=_solve_kind,
+         expects="function", takes=2, wants="a function kind(name, thread)",
+         hint="XLA op names are lower case without spaces; collectives move data between devices.")
