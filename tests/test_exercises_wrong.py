@@ -151,13 +151,16 @@ def test_06_wrong_functions():
 
     _wrong("06.1", lambda sps, base, n: sps / base, "that is the speed-up")
     _wrong("06.1", lambda sps, base, n: n / (sps / base), "expected")
-    _wrong("06.1", lambda sps, base, n: None, "returned None; it should return a number")
+    def no_return(sps, base, n):
+        sps / base / n
+
+    _wrong("06.1", no_return, "returned None; it should return a number")
     _wrong("06.2", lambda n: 0.01, "returned the one-GPU rate 0.01")
     _wrong("06.2", lambda n: 0.01 * n * 32, "(linear scaling rule)")
     _wrong("06.3", lambda ds: ds.prefetch(tf.data.AUTOTUNE), "the slow map ran 9 times")
     _wrong("06.3", lambda ds: ds.cache(), "end with the step that prepares batch k+1")
     _wrong("06.3", lambda ds: ds.shuffle(10, seed=1).cache().prefetch(1), "the data changed")
-    _wrong("06.3", lambda ds: None, "it returned None")
+    _wrong("06.3", lambda ds: ds.cache() and None, "it returned None")
 
 
 # ---- lesson 07 ----------------------------------------------------------------------------------------

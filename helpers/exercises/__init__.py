@@ -33,6 +33,7 @@ for code and tests that need the verdict.
 
 from __future__ import annotations
 
+import dis
 import functools
 import importlib
 import inspect
@@ -73,6 +74,7 @@ KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "int": ("a whole number", _is_int),
     "number": ("a number", _is_number),
     "list": ("a list", lambda v: isinstance(v, (list, tuple))),
+    "class": ("a class", inspect.isclass),
 }
 
 
@@ -143,6 +145,16 @@ def describe(value: Any) -> str:
     return f"an object of type {name}"
 
 
+def _does_nothing(fn: Callable) -> bool:
+    """True for a function whose body only returns None: ``def f(x): ...``, ``pass``, a docstring, ``lambda: None``."""
+    code = getattr(inspect.unwrap(getattr(fn, "python_function", fn)), "__code__", None)
+    if code is None:
+        return False
+    ops = [(i.opname, i.argval) for i in dis.get_instructions(code)
+           if i.opname not in ("RESUME", "NOP", "CACHE", "COPY_FREE_VARS", "MAKE_CELL")]
+    return ops in ([("RETURN_CONST", None)], [("LOAD_CONST", None), ("RETURN_VALUE", None)])
+
+
 def _positional_capacity(fn: Callable) -> "tuple[int, float] | None":
     """(required, maximum) positional arguments of ``fn``; None if Python cannot tell."""
     try:
@@ -186,6 +198,9 @@ class Exercise:
             if _is_function(answer):
                 return (f"you passed {given}, but this exercise wants {wants}. If your function computes "
                         "the answer, call it and give the result.")
+            if "class" in self.expects and not inspect.isclass(answer):
+                return (f"you passed {given}; this exercise wants {wants}. Give the class itself "
+                        f"(answer = {type(answer).__name__}), not an instance of it.")
             if inspect.isclass(answer):
                 return f"you passed {given}; this exercise wants {wants}: create one, {answer.__name__}(...)."
             return f"you passed {given}; this exercise wants {wants}."
@@ -197,6 +212,9 @@ class Exercise:
                            f"{required} or more" if most == float("inf") else f"{required} to {int(most)}")
                 return (f"your function accepts {accepts} positional argument(s), but it is called "
                         f"with {self.takes}: this exercise wants {wants}.")
+        if self.expects and self.expects[0] == "function" and _does_nothing(answer):
+            return (f"your function does nothing yet (its body only returns None); this exercise wants "
+                    f"{wants}.")
         return None
 
 
