@@ -73,22 +73,34 @@ def _replica_gradient(loss_fn, x, y, w):
     batch = next(iter(strategy.experimental_distribute_dataset(
         tf.data.Dataset.from_tensor_slices((x, y)).batch(len(x)))))
 
-    @tf.function
     def step(xb, yb):
         with tf.GradientTape() as tape:
             loss = loss_fn(yb, model(xb), len(x))
         grads = tape.gradient(loss, model.trainable_variables)
         return tf.distribute.get_replica_context().all_reduce("SUM", grads), loss
 
-    summed, losses = strategy.run(step, args=batch)
+    @tf.function
+    def all_reduced(xb, yb):
+        return strategy.run(step, args=(xb, yb))
+
+    summed, losses = all_reduced(*batch)
     grad = flat(strategy.experimental_local_results(g)[0] for g in summed)
     return grad, strategy.experimental_local_results(losses)
 
 
 def _check_loss(answer):
     import numpy as np
+    import tensorflow as tf
+
+    from . import describe
 
     x, y, w = _data(ROWS_09_1)
+    probe = answer(tf.constant(y[:2]), tf.constant(y[:2] + 1.0), ROWS_09_1)   # one plain call first
+    if probe is None:
+        return False, ("replica_loss(labels, predictions, global_batch_size) returned None; it should return "
+                       "the replica's loss, one number")
+    if not hasattr(probe, "dtype"):
+        return False, f"replica_loss returned {describe(probe)}; it should return a TensorFlow scalar"
     grad, losses = _replica_gradient(answer, x, y, w)
     shapes = {tuple(getattr(l, "shape", ())) for l in losses}
     if shapes != {()}:
@@ -96,17 +108,21 @@ def _check_loss(answer):
                        "scalar) so that its gradient is the replica's share of the step")
     want = _one_device_gradient(x, y, w)
     n = 2
-    if np.allclose(grad, want, rtol=1e-4, atol=1e-6):
+    uneven = _uneven_reference(x, y, w, n)     # each replica: the mean over ITS rows, divided by n
+
+    def close(a, b):
+        return np.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+    if close(grad, want):
         return True, ("on 3 + 2 rows the two replicas' gradients add up to one device's gradient on all 5 rows: "
                       "every row weighs 1/5, whatever replica it landed on")
-    if np.allclose(grad, n * want, rtol=1e-4, atol=1e-6):
-        return False, (f"the summed gradient is {n}x one device's: each replica averages over its own rows "
+    if close(grad, n * uneven) or close(grad, n * want):
+        return False, (f"the summed gradient is about {n}x one device's: each replica averages over its own rows "
                        "and the all-reduce then ADDS the replicas' gradients (what tf.reduce_mean does)")
-    if np.allclose(grad, want / n, rtol=1e-4, atol=1e-6):
-        return False, (f"the summed gradient is 1/{n} of one device's: the loss is divided by the replica "
+    if close(grad, uneven / n) or close(grad, want / n):
+        return False, (f"the summed gradient is about 1/{n} of one device's: the loss is divided by the replica "
                        "count twice (a Keras loss object already divides by it)")
-    per_replica = _uneven_reference(x, y, w, n)
-    if np.allclose(grad, per_replica, rtol=1e-4, atol=1e-6):
+    if close(grad, uneven):
         return False, ("right on an even split, wrong on this 3 + 2 batch: each replica divides by its OWN "
                        "row count (then by the replica count), so rows on the smaller replica weigh more. "
                        "Divide by the global batch size instead")
@@ -193,6 +209,6 @@ def _solve_metric():
 
 
 register("09.2", title="fix a metric that disagrees across replicas", checker=_check_metric,
-         solution=_solve_metric, wants="your fixed metric class (RowsSeen itself, not an instance)",
+         solution=_solve_metric, expects="builtins.type", wants="your fixed metric class (RowsSeen itself, not an instance)",
          hint="each replica updates its own copy of the metric's variable; when Keras reads the metric, "
               "how should the replicas' copies be combined into one count?")
