@@ -122,6 +122,6 @@ def test_09_2_none_aggregation_and_wrong_kinds(replicas):
     ok, text = _verdict("09.2", _rows_seen("none"))
     assert not ok and "could not check this answer" in text and "VariableAggregation" in text, text
     ok, text = _verdict("09.2", _rows_seen("sum")())
-    assert not ok and "RowsSeen itself, not an instance" in text, text
+    assert not ok and "Give the class itself (answer = RowsSeen)" in text, text
     ok, text = _verdict("09.2", dict)
     assert not ok and "not a keras.metrics.Metric subclass" in text, text

@@ -209,6 +209,6 @@ def _solve_metric():
 
 
 register("09.2", title="fix a metric that disagrees across replicas", checker=_check_metric,
-         solution=_solve_metric, expects="builtins.type", wants="your fixed metric class (RowsSeen itself, not an instance)",
+         solution=_solve_metric, expects="class", wants="your fixed metric class (RowsSeen itself, not an instance)",
          hint="each replica updates its own copy of the metric's variable; when Keras reads the metric, "
               "how should the replicas' copies be combined into one count?")
