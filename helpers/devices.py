@@ -215,10 +215,11 @@ def replicas_note(kind: Optional[str], n: int, names: Optional[list[str]] = None
         return (f"{label}: real parallel replicas; MirroredStrategy all-reduces the gradients with NCCL "
                 "between the GPUs. Speed-ups you measure here are real.")
     if kind == KIND_SPLIT_GPU:
-        return (f"{label}: the replicas share one chip, so expect no speed-up. NCCL does not work across virtual "
-                "GPUs: MirroredStrategy (TF 2.20-2.21) all-reduces with its ring implementation instead.")
+        return (f"{label}: the replicas share one chip, so expect no real speed-up (lesson 06). NCCL does not work "
+                "across virtual GPUs: MirroredStrategy (TF 2.20-2.21) all-reduces with its ring implementation instead.")
     return (f"{label}: real replicas and a real all-reduce (TensorFlow's ring collectives on the CPU), "
-            "but on the same cores, so expect no speed-up.")
+            "but on the same cores, so expect no real speed-up (a measurement may still beat one device a little; "
+            "lesson 06 explains why).")
 
 
 def device_table() -> list[dict[str, str]]:

@@ -175,7 +175,7 @@ def test_one_gpu_split_says_so(fake):
     fake(1)
     devices.ensure_devices(2)
     note = devices.replicas_note(devices.replica_kind(), 2, ["Tesla T4"])
-    assert note.startswith("1 x Tesla T4 split in 2") and "no speed-up" in note and "virtual" in note
+    assert note.startswith("1 x Tesla T4 split in 2") and "no real speed-up" in note and "virtual" in note
 
 
 def test_cpu_note_and_bad_kinds():

@@ -113,4 +113,4 @@ def test_setup_prints_stack_line_and_replicas_note(replicas, capsys):
     notebook.setup_notebook(devices=2)
     out = capsys.readouterr().out
     assert out.startswith("stack: python ") and "(inside the supported range)" in out
-    assert "expect no speed-up" in out or "NCCL" in out
+    assert "expect no real speed-up" in out or "NCCL" in out
