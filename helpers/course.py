@@ -14,8 +14,10 @@ from urllib.parse import quote
 REPO_SLUG = "keras-multi-gpu-course/keras-multi-gpu"
 BRANCH = "main"
 REPO_URL = f"https://github.com/{REPO_SLUG}"
-#: Environment variable that overrides the bootstrap's install source (tests point it at a local clone).
-REPO_URL_ENV = "MULTIGPU_COURSE_REPO_URL"
+#: Environment variable that overrides the bootstrap's pip source (tests point it at a local clone).
+HELPERS_SOURCE_ENV = "MULTIGPU_HELPERS"
+#: What the bootstrap cell installs where the helpers are missing (Colab, Kaggle, a lone notebook).
+HELPERS_SOURCE = f"git+{REPO_URL}"
 DIST_NAME = "keras-multigpu-course-helpers"
 
 
@@ -79,7 +81,11 @@ LESSONS = [
     ("07_multi_worker_and_fault_tolerance.ipynb", "Beyond one machine",
      "MultiWorkerMirroredStrategy with two workers, a killed run that resumes"),
     ("08_keras3_distribution_api.ipynb", "Keras 3's distribution API",
-     "DataParallel and ModelParallel with DeviceMesh and LayoutMap on the JAX backend"),
+     "DataParallel and ModelParallel with DeviceMesh and LayoutMap on JAX; a 2-process JAX job"),
+    ("09_when_it_goes_wrong.ipynb", "When multi-GPU training goes wrong",
+     "hangs, uneven batches, replica metrics, NaNs, clipping, OOM and warnings: symptom, diagnosis, fix"),
+    ("10_memory_and_profiling.ipynb", "Memory and where the time goes",
+     "per-device bytes measured, accumulation, remat, bf16, sharded weights; a profile split"),
 ]
 
 
