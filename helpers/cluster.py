@@ -13,12 +13,13 @@ TensorFlow in the worker script.
 From a notebook::
 
     from helpers import cluster
-    result = cluster.run(["-m", "helpers.workers.mwms_train", "--epochs", "3"], n_workers=2)
+    result = cluster.run(["mwms_train.py", "--epochs", "3"], n_workers=2)   # python mwms_train.py ...
+    result = cluster.run(["-m", "my_package.train", "--lr", "0.01"], n_workers=2)   # python -m ...
 
 From a terminal (same options)::
 
-    python -m helpers.cluster --workers 2 -m helpers.workers.mwms_train --epochs 3
-    python -m helpers.cluster --workers 2 my_train.py --lr 0.01
+    python -m helpers.cluster --workers 2 mwms_train.py --epochs 3
+    python -m helpers.cluster --workers 2 -m my_package.train --lr 0.01
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 #: prints before absl is initialised.
 NOISE_RE = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] "
                       r"|WARNING: All log messages before absl::InitializeLog)")
+#: Terminal colour/style escape sequences (``\x1b[1;35m``...).
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _EXC_RE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b:?")
 #: Lines that end an exception's (multi-line) message: a new traceback, a chained-exception
 #: banner, a ``[worker 1] ...`` line of a worker script, ``Exception ignored in ...`` at shutdown.
@@ -288,8 +291,12 @@ def slurm_tf_config(slurm_env: Mapping[str, str], gpus_per_node: int, port_base:
 # --------------------------------------------------------------------------- logs
 
 def strip_noise(text: str) -> str:
-    """Drop TensorFlow's C++ log lines (``I0000 ...``, ``W0000 ...``) from ``text``."""
-    return "\n".join(ln for ln in text.splitlines() if not NOISE_RE.match(ln))
+    """Drop TensorFlow's C++ log lines (``I0000 ...``, ``W0000 ...``) and ANSI colour codes from ``text``.
+
+    Python 3.13 colours the exception line of a traceback (``\\x1b[1;35mValueError\\x1b[0m: ...``)
+    when ``FORCE_COLOR`` is set, and ipykernel sets it for every process a notebook starts.
+    """
+    return "\n".join(ln for ln in _ANSI_RE.sub("", text).splitlines() if not NOISE_RE.match(ln))
 
 
 def final_exception(log: str) -> str:
@@ -339,6 +346,25 @@ def error_summary(log: str, max_chars: int = 400) -> str:
         return ""
     text = " ".join(body) if len(body) <= 3 else f"{body[0]} ... {body[-1]}"
     return text if len(text) <= max_chars else text[: max_chars // 2] + " ... " + text[-max_chars // 2:]
+
+
+# --------------------------------------------------------------------------- results
+
+def read_history(out_dir: Union[str, Path]) -> dict[str, list[dict]]:
+    """Per task (``"worker-0"``...), the JSON lines its worker appended to ``<out_dir>/history-<task>.jsonl``.
+
+    The course's worker scripts append one line per finished epoch, so the rows of
+    a killed run and of its restart end up in one file.  ``{}`` if there is none.
+    """
+    out = {}
+    for p in sorted(Path(out_dir).glob("history-*.jsonl")):
+        out[p.stem[len("history-"):]] = [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
+    return out
+
+
+def read_results(out_dir: Union[str, Path]) -> dict[str, dict]:
+    """Per task, the ``<out_dir>/result-<task>.json`` its worker wrote on finishing (none for a killed run)."""
+    return {p.stem[len("result-"):]: json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("result-*.json"))}
 
 
 @dataclass
@@ -469,6 +495,14 @@ def visible_gpu_ids() -> list[str]:
     return [str(i) for i, ln in enumerate(ln for ln in out.splitlines() if ln.startswith("GPU "))]
 
 
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask: ``taskset -c 0`` gives 1), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def gpu_assignment(n_tasks: int, gpus_per_worker: int, gpu_ids: Sequence[str]) -> list[str]:
     """``CUDA_VISIBLE_DEVICES`` per task: ``-1`` (CPU only) or disjoint GPU groups.
 
@@ -505,14 +539,18 @@ class LocalCluster:
 
     Each process runs ``python <command>`` with its own ``TF_CONFIG``, its own
     process group (so a kill reaches anything it started) and its output in
-    ``log_dir/<task>-<index>.log``.  Leaving the ``with`` block - normally, by an
+    ``log_dir/<task>-<index>.log``.  ``cpu_threads`` sets TensorFlow's intra- and
+    inter-op thread pools of each worker (``TF_NUM_INTRAOP_THREADS``/``TF_NUM_INTEROP_THREADS``);
+    the default, None, shares this process's CPU cores among the workers (at least 1
+    each), so that N workers on one machine do not each spin a pool of all its cores
+    (0 keeps TensorFlow's own default).  Leaving the ``with`` block - normally, by an
     exception or a keyboard interrupt - kills whatever is still running.
     """
 
     def __init__(self, command: Union[str, Sequence[str]], n_workers: int = 2, *,
                  spec: Optional[Mapping] = None, ports: Optional[Sequence[int]] = None, host: str = HOST,
                  env: Optional[Mapping[str, str]] = None, log_dir: Union[str, Path, None] = None,
-                 gpus_per_worker: int = 0, die_with_parent: bool = True):
+                 gpus_per_worker: int = 0, cpu_threads: Optional[int] = None, die_with_parent: bool = True):
         self.command = _check_command(command)
         if spec is not None and ports is not None:
             raise ValueError("give either spec= or ports=, not both")
@@ -528,6 +566,10 @@ class LocalCluster:
                                    visible_gpu_ids() if gpus_per_worker else [])
         self.extra_env = {str(k): str(v) for k, v in (env or {}).items()}
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="cluster-logs-"))
+        if cpu_threads is not None and (isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int)
+                                        or cpu_threads < 0):
+            raise ValueError(f"cpu_threads must be None, 0 or a positive int, got {cpu_threads!r}")
+        self.cpu_threads = max(1, usable_cores() // len(self.tasks)) if cpu_threads is None else cpu_threads
         self.die_with_parent = die_with_parent
         self.procs: list[subprocess.Popen] = []
         self._stopped: set[int] = set()
@@ -542,7 +584,10 @@ class LocalCluster:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         base = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "KERAS_BACKEND", "XLA_FLAGS")}
         base.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        if self.cpu_threads:
+            base["TF_NUM_INTRAOP_THREADS"] = base["TF_NUM_INTEROP_THREADS"] = str(self.cpu_threads)
         base["PYTHONUNBUFFERED"] = "1"
+        base.setdefault("PYTHON_COLORS", "0")  # plain logs: the kernel's FORCE_COLOR would colour 3.13's tracebacks
         base["PYTHONPATH"] = os.pathsep.join([str(_ROOT)] + [p for p in [base.get("PYTHONPATH")] if p])
         _LIVE.add(self)
         self._t0 = time.time()
@@ -752,8 +797,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         usage="python -m helpers.cluster [options] (script.py | -m module) [args ...]",
         description="Run a TF multi-worker script as N local worker processes (TF_CONFIG set for each). "
                     "Logs stream to the terminal; everything is killed on error, timeout or Ctrl-C.",
-        epilog="examples:\n  python -m helpers.cluster --workers 2 -m helpers.workers.mwms_train --out /tmp/run\n"
-               "  python -m helpers.cluster --workers 2 train.py --lr 0.1",
+        epilog="examples:\n  python -m helpers.cluster --workers 2 mwms_train.py --out /tmp/run\n"
+               "  python -m helpers.cluster --workers 2 -m my_package.train --lr 0.1",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2, help="number of worker processes (default 2)")
     parser.add_argument("--host", default=HOST, help=f"address to bind (default {HOST})")

@@ -2,21 +2,28 @@
 
 Why: the claim "a killed job resumes from its last backup and loses no epoch"
 is only convincing with a real process and a real ``SIGKILL`` - no flag, no
-exception, no cleanup in the victim.  :class:`TrainingRun` starts
-``python -m helpers.workers.backup_restore_train`` as a child process, waits
-for a given epoch to appear in its epoch log, kills it, or waits for it to
-finish.  Like :mod:`helpers.cluster` it never leaves a process behind: its own
-process group (a kill reaches anything it started), ``SIGKILL`` on timeout or
-when the ``with`` block exits, an ``atexit`` hook, and ``PR_SET_PDEATHSIG`` so
-the child dies with the notebook's kernel.
+exception, no cleanup in the victim.  :class:`TrainingRun` starts a training
+script (``python train.py ...`` or ``python -m pkg.train ...``) as a child
+process, waits for a given epoch to appear in the ``epochs.jsonl`` the script
+appends to in its output folder, kills it, or waits for it to finish.  Like
+:mod:`helpers.cluster` it never leaves a process behind: its own process group
+(a kill reaches anything it started), ``SIGKILL`` on timeout or when the
+``with`` block exits, an ``atexit`` hook, and ``PR_SET_PDEATHSIG`` so the child
+dies with the notebook's kernel.  :func:`run_here` runs the same script inside
+this process instead (an uninterrupted reference without a second TensorFlow start).
+
+The script's side of the contract (file names in its output folder):
+``epochs.jsonl`` (one ``{"epoch", "loss", "pid"}`` line per finished epoch),
+``result.json`` and ``final.weights.npz`` (written by a run that finished).
 
 From a notebook::
 
     from helpers import resume
-    with resume.TrainingRun(out, epochs=4) as job:
+    cmd = ["train.py", "--out", str(out), "--epochs", "4"]
+    with resume.TrainingRun(cmd, out) as job:
         job.wait_for_epoch(2, timeout=120)
         job.kill()                            # -9
-    resume.run(out, epochs=4, timeout=120)    # the same command again: resumes
+    resume.run(cmd, out, timeout=120)         # the same command again: resumes
 """
 
 from __future__ import annotations
@@ -24,17 +31,17 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import runpy
 import signal
 import subprocess
 import sys
 import time
 import weakref
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
-from .cluster import _die_with_parent, error_summary, strip_noise
+from .cluster import _check_command, _die_with_parent, error_summary, strip_noise
 
-MODULE = "helpers.workers.backup_restore_train"
 EPOCH_LOG = "epochs.jsonl"
 RESULT = "result.json"
 WEIGHTS = "final.weights.npz"
@@ -62,31 +69,6 @@ def _positive_seconds(name: str, value: object) -> float:
     return float(value)
 
 
-def command(out_dir: Union[str, Path], epochs: int = 4, *, examples: int = 512, batch: int = 32,
-            lr: float = 0.01, seed: int = 42, backup_dir: Union[str, Path, None] = None,
-            min_epoch_seconds: float = 0.0) -> list[str]:
-    """The child's command line (after ``python``): the same list every time, so a restart is identical.
-
-    ``min_epoch_seconds`` > 0 makes every epoch last at least that long (wall clock, before its
-    backup), so that "kill it after epoch k" lands before epoch k + 1 ends even on a fast machine.
-    """
-    _positive_int("epochs", epochs)
-    _positive_int("examples", examples, minimum=0)
-    _positive_int("batch", batch, minimum=2)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
-        raise ValueError(f"lr must be a number > 0, got {lr!r}")
-    if isinstance(min_epoch_seconds, bool) or not isinstance(min_epoch_seconds, (int, float)) \
-            or not 0 <= min_epoch_seconds < float("inf"):
-        raise ValueError(f"min_epoch_seconds must be a number of seconds >= 0, got {min_epoch_seconds!r}")
-    if not str(out_dir):
-        raise ValueError("out_dir must be a folder path")
-    argv = ["-m", MODULE, "--out", str(out_dir), "--epochs", str(epochs), "--examples", str(examples),
-            "--batch", str(batch), "--lr", repr(float(lr)), "--seed", str(int(seed))]
-    if min_epoch_seconds:
-        argv += ["--min-epoch-seconds", repr(float(min_epoch_seconds))]
-    return argv + (["--backup-dir", str(backup_dir)] if backup_dir is not None else [])
-
-
 def read_epochs(out_dir: Union[str, Path]) -> list[dict]:
     """Every epoch line all runs in ``out_dir`` appended, in order: ``{"epoch", "loss", "pid"}``."""
     path = Path(out_dir) / EPOCH_LOG
@@ -110,17 +92,20 @@ def read_weights(out_dir: Union[str, Path]) -> list:
 
 
 class TrainingRun:
-    """One training process: ``python -m helpers.workers.backup_restore_train --out OUT ...``.
+    """One training process: ``python <command>``, e.g. ``["train.py", "--out", OUT, "--epochs", "4"]``.
 
     A context manager: leaving the ``with`` block kills it if it still runs.
-    Its output goes to ``OUT/run-<n>.log`` (the first free ``n``); the
-    arguments are those of :func:`command`.
+    ``out_dir`` is the folder the script writes its ``epochs.jsonl`` to; the
+    process's output goes to ``out_dir/run-<n>.log`` (the first free ``n``).
+    ``env`` adds environment variables.
     """
 
-    def __init__(self, out_dir: Union[str, Path], epochs: int = 4, *, env: Optional[dict] = None, **kwargs):
+    def __init__(self, command: Union[str, Sequence[str]], out_dir: Union[str, Path], *,
+                 env: Optional[dict] = None):
+        self.argv = _check_command(command)
+        if not str(out_dir):
+            raise ValueError("out_dir must be a folder path")
         self.out_dir = Path(out_dir)
-        self.argv = command(self.out_dir, epochs, **kwargs)
-        self.epochs = epochs
         self.extra_env = {str(k): str(v) for k, v in (env or {}).items()}
         self.proc: Optional[subprocess.Popen] = None
         self.log_path: Optional[Path] = None
@@ -137,6 +122,7 @@ class TrainingRun:
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         env.setdefault("MULTIGPU_GPU_MEMORY_MB", "1024")  # a split GPU must also hold the notebook's share
         env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("PYTHON_COLORS", "0")  # plain logs even under a kernel's FORCE_COLOR (Python 3.13)
         env["PYTHONPATH"] = os.pathsep.join([str(_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
         env.update(self.extra_env)
         with open(self.log_path, "wb") as log:
@@ -186,8 +172,6 @@ class TrainingRun:
         :class:`TrainingTimeoutError` (after killing it) after ``timeout`` s.
         """
         _positive_int("epoch", epoch)
-        if epoch > self.epochs:
-            raise ValueError(f"epoch {epoch} never comes: this run has {self.epochs} epochs")
         timeout = _positive_seconds("timeout", timeout)
         proc, deadline = self._started(), time.time() + timeout
         while True:
@@ -249,16 +233,41 @@ def _stop_all() -> None:
         run_.stop()
 
 
-def run(out_dir: Union[str, Path], epochs: int = 4, *, timeout: float = 300, echo: bool = True,
-        **kwargs) -> dict:
+def run(command: Union[str, Sequence[str]], out_dir: Union[str, Path], *, timeout: float = 300,
+        echo: bool = True, env: Optional[dict] = None) -> dict:
     """Run the training to the end (always cleaned up); print its output; return its ``result.json``.
 
     Raises :class:`TrainingFailedError` if it fails, :class:`TrainingTimeoutError` if it hangs.
     """
-    with TrainingRun(out_dir, epochs, **kwargs) as job:
+    with TrainingRun(command, out_dir, env=env) as job:
         code = job.wait(timeout=timeout)
         if echo:
             print(job.log())
         if code != 0:
             raise job._failure("instead of 0")
     return read_result(out_dir)
+
+
+def run_here(script: Union[str, Path], *args: str) -> None:
+    """Run ``python script args...`` inside this process (``__name__ == "__main__"``), in its own namespace.
+
+    For an uninterrupted reference run in a notebook whose kernel has imported
+    TensorFlow already: the same file and options as a :class:`TrainingRun`, minus
+    the seconds a new process spends starting TensorFlow.  ``sys.argv`` is restored
+    afterwards; a script that calls ``sys.exit(0)`` returns normally, any other exit
+    code raises :class:`TrainingFailedError`.
+    """
+    path = Path(script)
+    if path.suffix != ".py" or not path.is_file():
+        raise ValueError(f"script must be an existing .py file, got {str(script)!r}")
+    if not all(isinstance(a, str) for a in args):
+        raise ValueError(f"arguments must be strings, got {args!r}")
+    saved = sys.argv[:]
+    sys.argv = [str(path), *args]
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise TrainingFailedError(f"{path.name} {' '.join(args)} exited with {exc.code!r}") from None
+    finally:
+        sys.argv = saved

@@ -1,4 +1,4 @@
-"""helpers.cluster (the local multi-worker launcher) and helpers.workers.
+"""helpers.cluster (the local multi-worker launcher).
 
 The process tests use tiny Python scripts instead of TensorFlow workers: what is
 tested is the launcher (TF_CONFIG per worker, logs, fail-fast, cleanup), and
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cluster, workers
+from helpers import cluster
 from helpers.cluster import (ClusterSpecError, ClusterTimeoutError, LocalCluster, PortBusyError,
                              WorkerFailedError)
 from helpers.cluster import pid_alive as alive
@@ -45,6 +45,8 @@ ECHO = """
     cfg = json.loads(os.environ["TF_CONFIG"])
     print("task", cfg["task"]["type"], cfg["task"]["index"], "of", len(cfg["cluster"]["worker"]))
     print("cuda", os.environ["CUDA_VISIBLE_DEVICES"], "backend", os.environ.get("KERAS_BACKEND"))
+    print("threads", os.environ.get("TF_NUM_INTRAOP_THREADS"), os.environ.get("TF_NUM_INTEROP_THREADS"))
+    print("colors", os.environ.get("PYTHON_COLORS"))
 """
 
 # worker 0 fails at once; worker 1 starts a grandchild and then hangs (like a peer stuck in a collective)
@@ -221,6 +223,18 @@ def test_final_exception_and_summary_of_both_log_shapes():
                        "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor.")
 
 
+def test_colored_tracebacks_are_read_too():
+    """Python 3.13 colours the exception line when FORCE_COLOR is set (ipykernel sets it for its children)."""
+    for log in (SHORT_LOG, LONG_LOG):
+        colored = (log.replace("Traceback (most recent", "\x1b[1;35mTraceback\x1b[0m (most recent")
+                   .replace("ValueError: Attempt", "\x1b[1;35mValueError\x1b[0m: \x1b[35mAttempt")
+                   .replace("to a Tensor.\n", "to a Tensor.\x1b[0m\n"))
+        assert "\x1b[" in colored
+        assert cluster.final_exception(colored) == cluster.final_exception(log) != ""
+        assert cluster.error_summary(colored).startswith("ValueError: Attempt to convert a value (PerReplica:{")
+        assert "\x1b" not in cluster.strip_noise(colored)
+
+
 def test_final_exception_edge_cases():
     assert cluster.final_exception("all good\n") == cluster.error_summary("all good\n") == ""
     assert cluster.error_summary("KeyError: 'x'") == "KeyError: 'x'"  # no traceback: the last error-like line
@@ -239,14 +253,37 @@ def test_final_exception_edge_cases():
 
 def test_run_gives_each_worker_its_tf_config(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KERAS_BACKEND", "jax")  # a notebook's backend must not leak into workers
+    monkeypatch.setenv("FORCE_COLOR", "1")      # what ipykernel sets; workers must still log plain text
     result = cluster.run(_script(tmp_path, "echo.py", ECHO), 3, log_dir=tmp_path / "logs", timeout=60)
     assert result.ok and result.returncodes == [0, 0, 0]
     for i, w in enumerate(result.workers):
         assert f"task worker {i} of 3" in w.log
-        assert "cuda -1 backend None" in w.log
+        assert "cuda -1 backend None" in w.log and "colors 0" in w.log
+        share = max(1, cluster.usable_cores() // 3)  # the cores shared among the 3 workers
+        assert f"threads {share} {share}" in w.log
         assert w.log_path == tmp_path / "logs" / f"worker-{i}.log"
     out = capsys.readouterr().out
     assert "3 worker(s) on 127.0.0.1:" in out and "worker 2: exit 0" in out
+
+
+def test_cpu_threads_and_module_commands(tmp_path, monkeypatch):
+    monkeypatch.setattr(cluster, "usable_cores", lambda: 8)
+    assert LocalCluster(["-m", "json.tool"], 2).cpu_threads == 4
+    assert LocalCluster(["-m", "json.tool"], 16).cpu_threads == 1
+    (tmp_path / "echomod.py").write_text(textwrap.dedent(ECHO))
+    result = cluster.run(["-m", "echomod"], 2, cpu_threads=3, env={"PYTHONPATH": str(tmp_path)}, timeout=60,
+                         echo=False)
+    assert all("threads 3 3" in w.log for w in result.workers)
+    result = cluster.run(["-m", "echomod"], 1, cpu_threads=0, env={"PYTHONPATH": str(tmp_path)}, timeout=60,
+                         echo=False)
+    assert "threads None None" in result.workers[0].log  # 0: TensorFlow's own default
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="cpu_threads must be"):
+            LocalCluster(["-m", "json.tool"], 2, cpu_threads=bad)
+
+
+def test_usable_cores_follows_the_affinity_mask():
+    assert cluster.usable_cores() == len(os.sched_getaffinity(0)) >= 1
 
 
 def test_failing_worker_stops_the_others_and_leaves_no_orphans(tmp_path, capsys):
@@ -405,21 +442,6 @@ def test_cli_errors(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- worker scripts
 
-def test_worker_scripts_are_found_and_shown(capsys):
-    assert workers.path("mwms_train").name == "mwms_train.py"
-    assert workers.module("mwms_train") == ["-m", "helpers.workers.mwms_train"]
-    src = workers.source("mwms_train", "make_train_step", "backup_manager")
-    assert "def make_train_step" in src and "def backup_manager" in src and "def main" not in src
-    workers.show("mwms_train", "dataset_fn")
-    assert "ds.shard(" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="known: backup_restore_train, mwms_train"):
-        workers.path("nope")
-    with pytest.raises(ValueError, match="module names"):
-        workers.path("../etc")
-    with pytest.raises(ValueError, match="no top-level not_there"):
-        workers.source("mwms_train", "not_there")
-
-
 def test_pid_alive():
     assert cluster.pid_alive(os.getpid())
     p = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -450,10 +472,10 @@ def test_read_history_and_results(tmp_path):
     (tmp_path / "history-worker-0.jsonl").write_text('{"epoch": 1, "loss": 2.0}\n\n{"epoch": 2, "loss": 1.5}\n')
     (tmp_path / "history-worker-1.jsonl").write_text('{"epoch": 1, "loss": 2.0}\n')
     (tmp_path / "result-worker-0.json").write_text('{"test_accuracy": 0.5}')
-    hist = workers.read_history(tmp_path)
+    hist = cluster.read_history(tmp_path)
     assert sorted(hist) == ["worker-0", "worker-1"] and [r["epoch"] for r in hist["worker-0"]] == [1, 2]
-    assert workers.read_results(tmp_path) == {"worker-0": {"test_accuracy": 0.5}}
-    assert workers.read_history(tmp_path / "missing") == {} and workers.read_results(tmp_path / "missing") == {}
+    assert cluster.read_results(tmp_path) == {"worker-0": {"test_accuracy": 0.5}}
+    assert cluster.read_history(tmp_path / "missing") == {} and cluster.read_results(tmp_path / "missing") == {}
 
 
 def test_cli_ctrl_c_kills_workers(tmp_path):

@@ -1,8 +1,8 @@
-"""helpers.resume (kill a fit job, restart it) and helpers.workers.backup_restore_train.
+"""helpers.resume (kill a fit job, restart it, run a reference in this process).
 
-Launcher tests use a tiny fake training module (no TensorFlow) that writes the
-same epoch log; one end-to-end test runs the real script: two real processes,
-a real SIGKILL, a restart that BackupAndRestore resumes.
+The tests use a tiny fake training script (no TensorFlow) that writes the same
+epoch log as lesson 07's ``backup_restore_train.py``; the lesson itself runs the
+real script end to end (real SIGKILL, a restart that BackupAndRestore resumes).
 """
 
 import json
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import resume, workers
+from helpers import resume
 from helpers.resume import TrainingFailedError, TrainingRun, TrainingTimeoutError
 from helpers.cluster import pid_alive as alive
 
@@ -31,7 +31,7 @@ FAKE = """
     if mode == "grandchild":
         kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
         open(os.path.join(out, "kid.pid"), "w").write(str(kid.pid))
-    print("fake training", os.getpid(), flush=True)
+    print("fake training", os.getpid(), "colors", os.environ.get("PYTHON_COLORS"), flush=True)
     for epoch in range(1, epochs + 1):
         time.sleep(float(os.environ.get("FAKE_EPOCH_S", "0.02")))
         with open(os.path.join(out, "epochs.jsonl"), "a") as f:
@@ -50,46 +50,27 @@ def _gone(pid: int, within: float = 5.0) -> bool:
 
 
 @pytest.fixture
-def fake(tmp_path, monkeypatch):
-    """Make TrainingRun start the fake module; returns a factory of runs with FAKE_* settings."""
+def fake(tmp_path):
+    """A factory of TrainingRuns of the fake script (as ``-m fakemod``) with FAKE_* settings."""
     (tmp_path / "fakemod.py").write_text(textwrap.dedent(FAKE))
-    monkeypatch.setattr(resume, "MODULE", "fakemod")
 
     def make(epochs=3, mode="train", epoch_s=0.02, out="out"):
-        return TrainingRun(tmp_path / out, epochs, env={"PYTHONPATH": str(tmp_path), "FAKE_MODE": mode,
-                                                        "FAKE_EPOCH_S": epoch_s})
+        return TrainingRun(fake_command(tmp_path, out, epochs), tmp_path / out,
+                           env={"PYTHONPATH": str(tmp_path), "FAKE_MODE": mode, "FAKE_EPOCH_S": epoch_s})
     return make
 
 
-def test_command_is_the_same_every_time_and_complete(tmp_path):
-    argv = resume.command(tmp_path, 5, examples=0, batch=16, lr=0.1, seed=7)
-    assert argv == resume.command(tmp_path, 5, examples=0, batch=16, lr=0.1, seed=7)
-    assert argv[:2] == ["-m", "helpers.workers.backup_restore_train"]
-    opts = dict(zip(argv[2::2], argv[3::2]))
-    assert opts == {"--out": str(tmp_path), "--epochs": "5", "--examples": "0", "--batch": "16",
-                    "--lr": "0.1", "--seed": "7"}
-    assert resume.command(tmp_path, backup_dir=tmp_path / "b")[-2:] == ["--backup-dir", str(tmp_path / "b")]
-    assert "--min-epoch-seconds" not in argv  # 0 (the default): no wait, no flag
-    assert resume.command(tmp_path, min_epoch_seconds=0.25)[-2:] == ["--min-epoch-seconds", "0.25"]
-    workers.path("backup_restore_train")  # the script ships with the helpers
+def fake_command(tmp_path, out="out", epochs=3):
+    return ["-m", "fakemod", "--out", str(tmp_path / out), "--epochs", str(epochs)]
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"epochs": 0}, "epochs must be an int >= 1"),
-    ({"epochs": True}, "epochs must be an int >= 1"),
-    ({"epochs": 2.0}, "epochs must be an int >= 1"),
-    ({"examples": -1}, "examples must be an int >= 0"),
-    ({"batch": 1}, "batch must be an int >= 2"),
-    ({"lr": 0}, "lr must be a number > 0"),
-    ({"lr": "0.1"}, "lr must be a number > 0"),
-    ({"min_epoch_seconds": -1}, "min_epoch_seconds must be a number of seconds >= 0"),
-    ({"min_epoch_seconds": float("nan")}, "min_epoch_seconds must be a number of seconds >= 0"),
-])
-def test_bad_arguments_are_refused_before_anything_starts(tmp_path, kwargs, words):
-    with pytest.raises(ValueError, match=words):
-        resume.command(tmp_path, **kwargs)
-    with pytest.raises(ValueError, match=words):
-        TrainingRun(tmp_path / "never", **kwargs)
+def test_bad_commands_are_refused_before_anything_starts(tmp_path):
+    for command, words in (([], "command must be"), (["-m"], "followed by a module name"),
+                           ([str(tmp_path / "missing.py")], "worker script not found"), ([1, 2], "command must be")):
+        with pytest.raises(ValueError, match=words):
+            TrainingRun(command, tmp_path / "never")
+    with pytest.raises(ValueError, match="out_dir must be a folder path"):
+        TrainingRun(["-m", "json.tool"], "")
     assert not (tmp_path / "never").exists()
 
 
@@ -114,8 +95,8 @@ def test_a_run_must_be_started_once(tmp_path, fake):
 
 def test_wait_for_epoch_refuses_bad_arguments(fake):
     with fake(epochs=2) as job:
-        for epoch, words in ((0, "epoch must be an int >= 1"), (3, "epoch 3 never comes: this run has 2")):
-            with pytest.raises(ValueError, match=words):
+        for epoch in (0, -1, True, 1.0):
+            with pytest.raises(ValueError, match="epoch must be an int >= 1"):
                 job.wait_for_epoch(epoch)
         for timeout in (0, -1, True, "5"):
             with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
@@ -152,7 +133,7 @@ def test_a_failing_process_is_reported_with_its_error(fake):
                                                       r"ValueError: broken on purpose"):
             job.wait_for_epoch(1, timeout=60)
     with pytest.raises(TrainingFailedError, match="exited with 1 instead of 0: ValueError: broken on purpose"):
-        resume.run(job.out_dir, 3, timeout=60, echo=False,
+        resume.run(job.argv, job.out_dir, timeout=60, echo=False,
                    env={"PYTHONPATH": job.extra_env["PYTHONPATH"], "FAKE_MODE": "fail"})
 
 
@@ -179,44 +160,46 @@ def test_leaving_the_with_block_or_the_interpreter_stops_the_process(fake):
 
 def test_run_returns_the_result_and_prints_the_log(fake, tmp_path, capsys):
     env = {"PYTHONPATH": str(tmp_path), "FAKE_EPOCH_S": "0"}
-    result = resume.run(tmp_path / "out", 2, timeout=60, env=env)
+    result = resume.run(fake_command(tmp_path, epochs=2), tmp_path / "out", timeout=60, env=env)
     assert result["epochs_run"] == 2 and "fake training" in capsys.readouterr().out
 
 
-def test_sigkill_mid_way_then_restart_resumes_after_the_backup(tmp_path):
-    """The real thing: the reference and the victim run at once, the victim is killed after epoch 1.
-
-    ``min_epoch_seconds`` keeps every epoch >= 0.2 s, so the kill lands in epoch 2 however fast this machine is.
-    """
-    epochs, fit = 4, dict(examples=256, batch=32, min_epoch_seconds=0.2)
-    with TrainingRun(tmp_path / "ref", epochs, **fit) as ref, TrainingRun(tmp_path / "job", epochs, **fit) as job:
-        job.wait_for_epoch(1, timeout=180)
-        assert job.kill() == -signal.SIGKILL, "the job finished before the kill"
-        assert ref.wait(timeout=180) == 0, ref.log()
-    before = [r["epoch"] for r in resume.read_epochs(tmp_path / "job")]
-    meta = json.loads((tmp_path / "job" / "backup" / "training_metadata.json").read_text())
-    assert meta["epoch"] == before[-1] < epochs, "the last logged epoch must be the backed-up one"
-
-    result = resume.run(tmp_path / "job", epochs, timeout=180, echo=False, **fit)
-    rows = resume.read_epochs(tmp_path / "job")
-    assert [r["epoch"] for r in rows] == list(range(1, epochs + 1))
-    assert [r["pid"] for r in rows] == [job.pid] * len(before) + [result["pid"]] * (epochs - len(before))
-    assert result["epochs_run"] == epochs - meta["epoch"] and result["replicas"] == 2
-    assert not result["backup_left"] and not (tmp_path / "job" / "backup").exists()
-    assert not (tmp_path / "ref" / "backup").exists()
-    ref_rows = resume.read_epochs(tmp_path / "ref")
-    np.testing.assert_allclose([r["loss"] for r in rows], [r["loss"] for r in ref_rows], rtol=1e-6)
-    for a, b in zip(resume.read_weights(tmp_path / "job"), resume.read_weights(tmp_path / "ref")):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=0)
+def test_children_log_plain_text_under_force_color(fake, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")       # ipykernel sets it; Python 3.13 would colour tracebacks
+    with fake(epochs=1) as job:
+        assert job.wait(timeout=60) == 0
+    assert "colors 0" in job.log()
 
 
-def test_worker_script_refuses_bad_options(tmp_path):
-    root = Path(__file__).resolve().parent.parent
-    proc = subprocess.run([sys.executable, "-m", resume.MODULE, "--out", str(tmp_path), "--epochs", "0"],
-                          capture_output=True, text=True, cwd=root, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=str(root)))
-    assert proc.returncode == 2 and "need --epochs >= 1" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", resume.MODULE, "--out", str(tmp_path), "--min-epoch-seconds", "-1"],
-                          capture_output=True, text=True, cwd=root, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=str(root)))
-    assert proc.returncode == 2 and "--min-epoch-seconds >= 0" in proc.stderr
+def test_a_script_path_runs_too(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(FAKE))
+    (tmp_path / "out").mkdir()
+    result = resume.run([str(script), "--out", str(tmp_path / "out"), "--epochs", "2"], tmp_path / "out",
+                        timeout=60, echo=False)
+    assert result["epochs_run"] == 2 and result["pid"] != os.getpid()
+
+
+def test_run_here_runs_the_script_in_this_process(tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(FAKE) + "\nif os.environ.get('FAKE_EXIT'):\n    sys.exit(int(os.environ['FAKE_EXIT']))\n")
+    (tmp_path / "out").mkdir()
+    argv = sys.argv[:]
+    assert resume.run_here(script, "--out", str(tmp_path / "out"), "--epochs", "2") is None
+    assert sys.argv == argv and "fake training" in capsys.readouterr().out
+    assert resume.read_result(tmp_path / "out") == {"pid": os.getpid(), "epochs_run": 2}
+    assert {r["pid"] for r in resume.read_epochs(tmp_path / "out")} == {os.getpid()}
+    os.environ["FAKE_EXIT"] = "0"
+    try:
+        resume.run_here(script, "--out", str(tmp_path / "out"), "--epochs", "1")   # sys.exit(0) is success
+        os.environ["FAKE_EXIT"] = "3"
+        with pytest.raises(TrainingFailedError, match="exited with 3"):
+            resume.run_here(script, "--out", str(tmp_path / "out"), "--epochs", "1")
+    finally:
+        del os.environ["FAKE_EXIT"]
+    assert sys.argv == argv
+    for bad in (tmp_path / "missing.py", tmp_path):
+        with pytest.raises(ValueError, match="existing .py file"):
+            resume.run_here(bad)
+    with pytest.raises(ValueError, match="arguments must be strings"):
+        resume.run_here(script, "--epochs", 2)
