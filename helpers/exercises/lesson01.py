@@ -129,3 +129,182 @@ def _solve_kind():
 register("01.3", title="data, model or pipeline parallelism?", checker=_check_kind, solution=_solve_kind,
          expects="dict", wants='a dict {"a": ..., "b": ..., "c": ...} of "data", "model" or "pipeline"',
          hint="ask: does the model fit on one device? if yes, what is the bottleneck?")
+
+# ---- shared: one throw-away strategy for the checkers of lessons 01-05 --------------------------
+
+_PRACTICE: dict = {}
+
+
+def practice_strategy():
+    """A MirroredStrategy over two replica devices, made once per process and reused by the checkers.
+
+    ReductionToOneDevice: a second strategy with the default collective all-reduce would reuse the
+    notebook strategy's collective keys, and all-reducing other shapes aborts every collective op in
+    the kernel ("Shape mismatch in the collective instance"). A check must never break the kernel.
+    """
+    if "strategy" not in _PRACTICE:
+        import tensorflow as tf
+
+        from helpers.devices import ensure_devices
+
+        _PRACTICE["strategy"] = tf.distribute.MirroredStrategy(
+            ensure_devices(2), cross_device_ops=tf.distribute.ReductionToOneDevice())
+    return _PRACTICE["strategy"]
+
+
+# ---- 01.4: write the replica step: per-example loss, global batch, one update ---------------------
+
+GLOBAL_BATCH_01_4 = 8
+LR_01_4 = 0.1
+
+
+def _data_01_4():
+    import numpy as np
+
+    x = np.arange(GLOBAL_BATCH_01_4 * 3, dtype="float32").reshape(GLOBAL_BATCH_01_4, 3) / 10
+    y = (x @ np.array([[1.0], [-2.0], [0.5]], "float32") + 1.0).astype("float32")
+    return x, y
+
+
+def _check_replica_step(answer):
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    strategy = practice_strategy()
+    x, y = _data_01_4()
+    keras.utils.set_random_seed(4)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        optimizer = keras.optimizers.SGD(learning_rate=LR_01_4)
+    w0, b0 = (v.numpy().copy() for v in model.weights)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH_01_4)
+    xb, yb = next(iter(strategy.experimental_distribute_dataset(dataset)))
+
+    @tf.function
+    def train_step(a, b):
+        strategy.run(lambda xr, yr: answer(model, optimizer, xr, yr, GLOBAL_BATCH_01_4), args=(a, b))
+
+    train_step(xb, yb)
+    # the reference: one device, the whole batch, the mean squared error over all 8 rows
+    err = x @ w0 + b0 - y
+    want = np.concatenate([(w0 - LR_01_4 * 2 * x.T @ err / len(x)).ravel(),
+                           (b0 - LR_01_4 * 2 * err.mean(0)).ravel()])
+    kernel_copies = [c.numpy().ravel() for c in strategy.experimental_local_results(model.weights[0].value)]
+    if not np.allclose(kernel_copies[0], kernel_copies[1]):
+        return False, (f"the two replicas' kernels differ ({kernel_copies[0]} vs {kernel_copies[1]}): each "
+                       "replica updated its own copy. Apply the gradients with the strategy's optimizer "
+                       "(optimizer.apply_gradients), which all-reduces them first")
+    got = np.concatenate([v.numpy().ravel() for v in model.weights])
+    start = np.concatenate([w0.ravel(), b0.ravel()])
+    step_got, step_want = got - start, want - start
+    if np.allclose(step_got, 0):
+        return False, ("the weights did not change: compute the gradients with a GradientTape and call "
+                       "optimizer.apply_gradients(zip(grads, model.trainable_variables))")
+    if np.allclose(got, want, atol=1e-5):
+        return True, ("each replica divided its squared errors by the global batch of 8, the all-reduce "
+                      "summed the two gradients, and both copies took exactly the step one device takes "
+                      "on the whole batch")
+    ratio = float(np.dot(step_got, step_want) / np.dot(step_want, step_want))
+    if np.allclose(step_got, ratio * step_want, atol=1e-5) and abs(ratio - 2) < 0.05:
+        return False, ("the step is 2x the one-device step: a plain mean divides by the per-replica batch "
+                       "(4 rows), and the all-reduce then sums 2 replicas. Divide the per-example losses "
+                       "by the global batch size instead")
+    if np.allclose(step_got, ratio * step_want, atol=1e-5):
+        return False, (f"the step points the right way but is {ratio:.2f}x the one-device step: divide the "
+                       "sum of the per-example squared errors by the global batch size, once")
+    return False, (f"after one step the weights are {np.round(got, 4)}, one device on the whole batch gives "
+                   f"{np.round(want, 4)}: is the per-example loss the squared error (model(x) - y) ** 2 of "
+                   "each row?")
+
+
+def _solve_replica_step():
+    import tensorflow as tf
+
+    def replica_step(model, optimizer, x, y, global_batch_size):
+        with tf.GradientTape() as tape:
+            per_example = tf.square(model(x, training=True) - y)[:, 0]    # one loss per row
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))  # all-reduce (sum), then update
+
+    return replica_step
+
+
+register("01.4", title="write the replica step", checker=_check_replica_step, solution=_solve_replica_step,
+         expects="function", takes=5,
+         wants="a function replica_step(model, optimizer, x, y, global_batch_size)",
+         hint="each replica sees half the rows, and the all-reduce adds the replicas' gradients: what "
+              "must each replica divide its summed loss by?")
+
+# ---- 01.5: find and fix - the optimizer state of a split model ---------------------------------
+
+BROKEN_01_5 = '''\
+def compile_split(model):
+    model.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy")
+    return model
+'''
+
+
+def _split_model():
+    import keras
+    import tensorflow as tf
+
+    from helpers.devices import ensure_devices
+
+    first, second = ensure_devices(2)
+    with tf.device(first):
+        inputs = keras.Input((8,))
+        hidden = keras.layers.Dense(16, activation="relu")(inputs)
+    with tf.device(second):
+        outputs = keras.layers.Dense(3, activation="softmax")(hidden)
+    return keras.Model(inputs, outputs)
+
+
+def _check_compile_split(answer):
+    import collections
+
+    import numpy as np
+
+    from helpers.placement import short_device
+
+    model = _split_model()
+    result = answer(model)
+    if result is not model:
+        return False, ("compile_split(model) must compile the model it is given and return it, it returned "
+                       + (f"{type(result).__name__}" if result is not None else "None (no `return model`?)"))
+    if getattr(model, "optimizer", None) is None:
+        return False, "the model is not compiled: call model.compile(...)"
+    x, y = np.ones((8, 8), "float32"), np.arange(8) % 3
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    weights = collections.Counter(short_device(v.value.device) for v in model.trainable_variables)
+    slots = collections.Counter(short_device(v.value.device) for v in model.optimizer.variables
+                                if len(v.shape) > 0)
+    if not slots:
+        return False, "the optimizer keeps no per-weight state (slots): keep Adam, as in the broken code"
+    if set(slots) == set(weights):
+        return True, (f"Adam's slots sit next to their weights ({dict(slots)} slot variables, weights "
+                      f"{dict(weights)}): building the optimizer eagerly, before fit, creates each slot "
+                      "where its weight lives")
+    return False, (f"the weights live on {sorted(weights)}, but all of Adam's slots ended up on "
+                   f"{sorted(slots)}: fit creates them lazily, inside its traced step, on one device. "
+                   "Create them yourself before compile/fit")
+
+
+def _solve_compile_split():
+    import keras
+
+    def compile_split(model):
+        optimizer = keras.optimizers.Adam()
+        optimizer.build(model.trainable_variables)     # eagerly: each slot next to its weight
+        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+        return model
+
+    return compile_split
+
+
+register("01.5", title="find and fix: where Adam keeps its state", checker=_check_compile_split,
+         solution=_solve_compile_split, expects="function", takes=1,
+         wants="your fixed function compile_split(model)",
+         hint="when, and under which device, are the optimizer's per-weight variables created? Section "
+              "'Third trap' measured it.")

@@ -120,3 +120,143 @@ register("02.3", title="select one GPU of a mixed workstation", checker=_check_e
          expects="dict", wants="the process's environment as a dict of strings",
          hint="an index alone means different cards depending on how CUDA orders them: make the "
               "order explicit, or use an identifier that never changes (lesson 02 showed both).")
+
+# ---- 02.4: a strategy over devices that must exist -----------------------------------------------
+
+
+def _check_make_strategy(answer):
+    import tensorflow as tf
+
+    from helpers.devices import ensure_devices
+    from helpers.placement import missing_device, ran_on, short_device
+
+    replicas = ensure_devices(2)
+    ghost = missing_device("GPU")
+    try:
+        answer([replicas[0], ghost])
+    except ValueError as exc:
+        if ghost not in str(exc) and short_device(ghost) not in str(exc):
+            return False, f"ValueError for {ghost}, good, but its message should name that device: {exc}"
+    except Exception as exc:  # noqa: BLE001 - any other failure is the learner's to fix
+        return False, (f"make_strategy([{replicas[0]!r}, {ghost!r}]) raised {type(exc).__name__}: {exc}; "
+                       "raise a ValueError that names the missing device")
+    else:
+        return False, (f"make_strategy([{replicas[0]!r}, {ghost!r}]) returned a strategy although {ghost} does "
+                       "not exist here: MirroredStrategy accepts it and soft placement then runs that "
+                       "replica elsewhere, silently. Check the names against tf.config.list_logical_devices()")
+    strategy = answer(list(replicas))
+    if not isinstance(strategy, tf.distribute.MirroredStrategy):
+        return False, f"make_strategy(REPLICAS) must return a tf.distribute.MirroredStrategy, got {type(strategy).__name__}"
+    if strategy.num_replicas_in_sync != len(replicas):
+        return False, f"the strategy has {strategy.num_replicas_in_sync} replica(s) for {len(replicas)} devices"
+
+    values = strategy.experimental_distribute_values_from_function(
+        lambda ctx: tf.fill((2, 2), float(ctx.replica_id_in_sync_group)))
+
+    logger, level = tf.get_logger(), tf.get_logger().level
+    logger.setLevel("ERROR")   # eager strategy.run (to see where each op ran) warns about its overhead
+    try:
+        out = strategy.run(lambda t: tf.matmul(t, t), args=(values,))
+    finally:
+        logger.setLevel(level)
+    ran = [ran_on(t) for t in strategy.experimental_local_results(out)]
+    want = [short_device(d) for d in replicas]
+    if ran != want:
+        return False, f"the replicas ran on {ran}, expected {want}: pass the devices to MirroredStrategy(devices=...)"
+    return True, (f"a missing device is refused by name, and the strategy's replicas ran on {ran}: "
+                  "the typo that soft placement would hide now stops the script at its first line")
+
+
+def _solve_make_strategy():
+    import tensorflow as tf
+
+    from helpers.placement import short_device
+
+    def make_strategy(devices):
+        existing = {short_device(d.name) for d in tf.config.list_logical_devices()}
+        missing = [d for d in devices if short_device(d) not in existing]
+        if missing:
+            raise ValueError(f"no such device here: {missing}; existing: {sorted(existing)}")
+        return tf.distribute.MirroredStrategy(devices=list(devices))
+
+    return make_strategy
+
+
+register("02.4", title="a strategy that refuses missing devices", checker=_check_make_strategy,
+         solution=_solve_make_strategy, expects="function", takes=1,
+         wants="a function make_strategy(devices) that returns a MirroredStrategy",
+         hint="MirroredStrategy itself never checks its devices; which tf.config call lists the ones this "
+              "process really has?")
+
+# ---- 02.5: find and fix - CUDA_VISIBLE_DEVICES for a fresh process ------------------------------
+
+BROKEN_02_5 = '''\
+def child_env(selection):
+    os.environ["CUDA_VISIBLE_DEVICES"] = selection       # e.g. "3, 5" or "3,,5", as the user typed it
+    return os.environ
+'''
+
+
+def _check_child_env(answer):
+    import os
+
+    from helpers.gpus import parse_cuda_visible_devices, probe_cuda, resolve_visible
+
+    before = dict(os.environ)
+    cases = {"3,5": (3, 5), " 3, 5": (3, 5), "3,,5": (3, 5), "5,3": (5, 3), "2": (2,)}
+    results = {}
+    try:
+        for selection in cases:
+            results[selection] = answer(selection)
+        changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+    if changed:
+        return False, (f"child_env changed this process's own environment ({', '.join(changed)}): TensorFlow "
+                       "has started here, so that selects nothing for it, and it leaks into every later "
+                       "child. Build a new dict instead")
+    for selection, env in results.items():
+        if env is os.environ or not isinstance(env, dict):
+            return False, (f"child_env({selection!r}) returned {type(env).__name__}; return a new dict (a copy "
+                           "of os.environ plus your settings) for subprocess.run(..., env=...)")
+        if "PATH" in before and env.get("PATH") != before["PATH"]:
+            return False, "keep the rest of the environment (PATH, HOME, ...): start from a copy of os.environ"
+        value = env.get("CUDA_VISIBLE_DEVICES")
+        try:
+            parse_cuda_visible_devices(value)
+        except ValueError as exc:
+            return False, (f"child_env({selection!r}) sets {exc}. CUDA would stop at the first bad entry and "
+                           "hide every GPU after it")
+        visible = resolve_visible(value, 8).visible
+        if visible != cases[selection]:
+            return False, (f"child_env({selection!r}) gives CUDA_VISIBLE_DEVICES={value!r}: on 8 GPUs the child "
+                           f"would see {list(visible)}, the user asked for {list(cases[selection])} in that order")
+        if env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+            return False, ("the indices are nvidia-smi's, but CUDA numbers GPUs fastest first by default: "
+                           "also set CUDA_DEVICE_ORDER so that both count the same way")
+    seen = probe_cuda(results["3,,5"], timeout=30)    # a fresh process: does it get the variables?
+    if seen.env.get("CUDA_VISIBLE_DEVICES") != "3,5" or seen.env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+        return False, f"a fresh process started with this environment saw {seen.env}"
+    return True, ("this process is left alone, and a fresh process started with env= sees "
+                  "CUDA_VISIBLE_DEVICES='3,5' and CUDA_DEVICE_ORDER='PCI_BUS_ID' (probed: "
+                  f"{seen.error or str(seen.count) + ' GPU(s)'}): '3,,5' no longer hides GPU 5")
+
+
+def _solve_child_env():
+    import os
+
+    def child_env(selection):
+        entries = [e.strip() for e in selection.split(",") if e.strip()]   # drop spaces and empty entries
+        env = dict(os.environ)                                              # a copy: this process stays as is
+        env.update(CUDA_VISIBLE_DEVICES=",".join(entries), CUDA_DEVICE_ORDER="PCI_BUS_ID")
+        return env
+
+    return child_env
+
+
+register("02.5", title="find and fix: the environment of a fresh process", checker=_check_child_env,
+         solution=_solve_child_env, expects="function", takes=1,
+         wants="your fixed function child_env(selection) that returns a dict",
+         hint="three problems: whose environment does it change (and is it too late for it)? What does "
+              "CUDA do at an empty entry? Whose numbering do the indices use?")

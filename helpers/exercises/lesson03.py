@@ -150,3 +150,156 @@ register("03.3", title="two ways to split an uneven batch", checker=_check_split
          expects="dict", wants='a dict {"multi_gpu_model": [3 ints], "mirrored": [3 ints]}',
          hint="one of the two rounds the slice size down and leaves the remainder to one device, the "
               "other rounds it up; sections 2 and 7 show which is which.")
+
+# ---- 03.4: a tf.data pipeline for a per-replica batch ----------------------------------------------
+
+ROWS_03_4 = 64
+
+
+def _counting_model(strategy):
+    """A compiled model whose layer counts, per replica, the rows and batches it saw during fit."""
+    import keras
+    import tensorflow as tf
+
+    with strategy.scope():
+        counters = {name: tf.Variable(0, dtype=tf.int64, trainable=False,
+                                      synchronization=tf.VariableSynchronization.ON_READ,
+                                      aggregation=tf.VariableAggregation.SUM) for name in ("rows", "batches")}
+
+        class RowsSeen(keras.layers.Layer):
+            def call(self, x):
+                if not tf.distribute.in_cross_replica_context():   # only real steps, not the symbolic build
+                    counters["rows"].assign_add(tf.cast(tf.shape(x)[0], tf.int64))
+                    counters["batches"].assign_add(1)
+                return x
+
+        model = keras.Sequential([keras.Input((4,)), RowsSeen(), keras.layers.Dense(3, activation="softmax")])
+        model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+
+    def per_replica(name):
+        return [int(v.numpy()) for v in strategy.experimental_local_results(counters[name])]
+
+    return model, per_replica
+
+
+def _check_fit_per_replica(answer):
+    import numpy as np
+
+    from .lesson01 import practice_strategy
+
+    strategy = practice_strategy()
+    n_rep = strategy.num_replicas_in_sync
+    model, seen = _counting_model(strategy)
+    x = np.random.default_rng(3).normal(size=(ROWS_03_4, 4)).astype("float32")
+    y = np.arange(ROWS_03_4) % 3
+    per_replica_batch = 8
+    answer(strategy, model, x, y, per_replica_batch)
+    rows, batches = seen("rows"), seen("batches")
+    if not any(batches):
+        return False, "the model did not train: call model.fit(...) on your dataset inside the function"
+    if min(batches) == 0:
+        return False, f"only some replicas trained (batches per replica: {batches}); use the model's strategy"
+    got = [r / b for r, b in zip(rows, batches)]
+    if sum(rows) != ROWS_03_4:
+        epochs = sum(rows) / ROWS_03_4
+        return False, (f"the replicas saw {sum(rows)} rows in all, the data has {ROWS_03_4}: train for exactly "
+                       f"one epoch (saw {epochs:g} epochs' worth)")
+    if got == [per_replica_batch / n_rep] * n_rep:
+        return False, (f"each replica got {got[0]:g} rows per step, not {per_replica_batch}: fit treats the "
+                       "dataset's batch as the global batch and splits it over the replicas. Batch by "
+                       "per-replica batch x strategy.num_replicas_in_sync")
+    if got != [float(per_replica_batch)] * n_rep:
+        return False, f"rows per step on each replica: {got}; want {per_replica_batch} on every replica"
+    return True, (f"global batch {per_replica_batch} x {n_rep} = {per_replica_batch * n_rep}: each of the "
+                  f"{n_rep} replicas trained {batches[0]} steps of {per_replica_batch} rows, "
+                  f"{rows[0]} rows each")
+
+
+def _solve_fit_per_replica():
+    import tensorflow as tf
+
+    def fit_per_replica(strategy, model, x, y, per_replica_batch):
+        global_batch = per_replica_batch * strategy.num_replicas_in_sync   # fit splits this over replicas
+        dataset = (tf.data.Dataset.from_tensor_slices((x, y))
+                   .shuffle(len(x), seed=0).batch(global_batch).prefetch(tf.data.AUTOTUNE))
+        return model.fit(dataset, epochs=1, verbose=0)
+
+    return fit_per_replica
+
+
+register("03.4", title="a tf.data pipeline for a per-replica batch", checker=_check_fit_per_replica,
+         solution=_solve_fit_per_replica, expects="function", takes=5,
+         wants="a function fit_per_replica(strategy, model, x, y, per_replica_batch)",
+         hint="is the batch of a dataset handed to fit the batch of one replica or of all of them? The "
+              "strategy knows how many replicas there are.")
+
+# ---- 03.5: find and fix - training on two replicas --------------------------------------------------
+
+BROKEN_03_5 = '''\
+def train_on_replicas(strategy, x, y):
+    model = keras.Sequential([keras.Input((64,)), layers.Dense(32, activation="relu"),
+                              layers.Dense(10, activation="softmax")])
+    with strategy.scope():
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        model.fit(x, y, batch_size=16, epochs=1, verbose=0)    # 16 rows on each replica
+    return model
+'''
+
+
+def _check_train_on_replicas(answer):
+    import math
+
+    import numpy as np
+
+    from helpers.strategy import check_distributed
+
+    from .lesson01 import practice_strategy
+
+    strategy = practice_strategy()
+    n = 96
+    x = np.random.default_rng(5).normal(size=(n, 64)).astype("float32")
+    y = np.arange(n) % 10
+    try:
+        model = answer(strategy, x, y)
+    except (RuntimeError, ValueError) as exc:
+        return False, (f"it still fails: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}. Which "
+                       "variables were created outside the scope?")
+    if not hasattr(model, "distribute_strategy"):
+        return False, f"train_on_replicas must return the trained model, it returned {describe(model)}"
+    try:
+        check_distributed(model, strategy)
+    except AssertionError as err:
+        return False, str(err)
+    steps = int(model.optimizer.iterations.numpy())
+    want = math.ceil(n / (16 * strategy.num_replicas_in_sync))
+    if steps == math.ceil(n / 16):
+        return False, (f"{steps} steps for {n} rows: batch_size=16 is the global batch, so each replica got "
+                       f"{16 // strategy.num_replicas_in_sync} rows, not the 16 the comment promises")
+    if steps != want:
+        return False, f"{steps} optimizer steps; one epoch of {n} rows with 16 rows per replica takes {want}"
+    return True, (f"model and optimizer are mirrored, and one epoch took {steps} steps of "
+                  f"{16 * strategy.num_replicas_in_sync} rows: 16 on each of the "
+                  f"{strategy.num_replicas_in_sync} replicas")
+
+
+def _solve_train_on_replicas():
+    import keras
+    from keras import layers
+
+    def train_on_replicas(strategy, x, y):
+        with strategy.scope():                       # the weights are variables too: create them here
+            model = keras.Sequential([keras.Input((64,)), layers.Dense(32, activation="relu"),
+                                      layers.Dense(10, activation="softmax")])
+            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        batch = 16 * strategy.num_replicas_in_sync   # fit's batch_size is the global batch
+        model.fit(x, y, batch_size=batch, epochs=1, verbose=0)
+        return model
+
+    return train_on_replicas
+
+
+register("03.5", title="find and fix: training on two replicas", checker=_check_train_on_replicas,
+         solution=_solve_train_on_replicas, expects="function", takes=3,
+         wants="your fixed function train_on_replicas(strategy, x, y)",
+         hint="two bugs: which variables are created before the `with`? And does fit's batch_size count "
+              "the rows of one replica or of all?")
