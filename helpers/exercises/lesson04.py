@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import register
+from . import describe, register
 
 #: Exercise 04.2: the batch each replica sees (replica 0: ones, replica 1: threes).
 EXERCISE_2_DATA = (np.ones((4, 1), "float32"), np.full((4, 1), 3.0, "float32"))
@@ -105,3 +105,164 @@ register("04.2", title="what save() keeps", checker=_check_saved, solution=_solv
          expects="dict", wants='a dict {"unsynced": value, "synced": value}',
          hint="saving keeps one replica's copy of moving_mean: which replica, and which batches has "
               "that copy seen with and without synchronized statistics?")
+
+
+# ---- shared by 04.3 and 04.4: one step on two replicas that see different data --------------------
+
+def _uneven_batch():
+    """8 rows of 4 features: replica 0 gets rows of 0, replica 1 rows of 10 (fit splits the batch in order)."""
+    x = np.concatenate([np.zeros((4, 4), "float32"), np.full((4, 4), 10.0, "float32")])
+    return x, np.zeros((8, 1), "float32")
+
+
+def _one_uneven_step(model):
+    from .lesson01 import quiet_tf
+
+    x, y = _uneven_batch()
+    with quiet_tf():
+        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+
+
+def _bn_layers(model):
+    import keras
+
+    def walk(parent):
+        for child in getattr(parent, "layers", []):
+            yield child
+            yield from walk(child)
+
+    return [layer for layer in walk(model) if isinstance(layer, keras.layers.BatchNormalization)]
+
+
+# ---- 04.3: a model whose replicas keep the same BatchNorm statistics -------------------------------
+
+
+def _check_sync_bn(answer):
+    from helpers import batchnorm
+
+    from .lesson01 import practice_strategy
+
+    strategy = practice_strategy()
+    model = answer(strategy)
+    if not hasattr(model, "distribute_strategy"):
+        return False, (f"make_bn_model(strategy) must return a Keras model, it returned {describe(model)}"
+                       + (": does it end with `return model`?" if model is None else ""))
+    bns = _bn_layers(model)
+    if not bns:
+        return False, "the model has no BatchNormalization layer"
+    if getattr(model, "optimizer", None) is None:
+        return False, "compile the model (inside the scope) so that the checker can train it"
+    try:
+        _one_uneven_step(model)
+    except Exception as exc:  # noqa: BLE001 - a model that cannot train on (8, 4) -> (8, 1) is the answer's fault
+        return False, f"one training step on 8 rows of 4 features failed: {type(exc).__name__}: {str(exc)[:200]}"
+    bn = bns[0]
+    copies = batchnorm.replica_values(bn.moving_mean, strategy)[:, 0]
+    want = 5.0 * (1 - bn.momentum)          # moving = momentum * 0 + (1 - momentum) * global mean 5
+    if abs(copies[0] - copies[1]) > 1e-6:
+        return False, (f"after one step the replicas' moving_mean differ: {[round(float(c), 4) for c in copies]}. Each "
+                       "replica averaged only its own rows (0s and 10s); only replica 0's copy would be saved")
+    if abs(copies[0] - want) > 1e-4:
+        return False, (f"both replicas hold moving_mean {copies[0]:.4f}, but the global batch mean is 5, so "
+                       f"momentum {bn.momentum} should give {want:.4f}: is the first layer the BatchNormalization?")
+    return True, (f"replica 0 saw 0s and replica 1 saw 10s, yet both copies of moving_mean are {copies[0]:.4f} "
+                  f"= (1 - {bn.momentum}) x 5: the statistics of the whole global batch, identical everywhere")
+
+
+def _solve_sync_bn():
+    def make_bn_model(strategy):
+        import keras
+
+        with strategy.scope():
+            model = keras.Sequential([keras.Input((4,)),
+                                      keras.layers.BatchNormalization(synchronized=True),  # all-reduced stats
+                                      keras.layers.Dense(1)])
+            model.compile(optimizer="sgd", loss="mse")
+        return model
+
+    return make_bn_model
+
+
+register("04.3", title="BatchNorm statistics that agree on every replica", checker=_check_sync_bn,
+         solution=_solve_sync_bn, expects="function", takes=1,
+         wants="a function make_bn_model(strategy) that returns a compiled Keras model",
+         hint="by default each replica normalizes with its own slice of the batch; section 4 showed the "
+              "layer argument that changes that.")
+
+# ---- 04.4: find and fix - measuring drift between replicas -----------------------------------------
+
+BROKEN_04_4 = '''\
+def replica_gap(model, strategy):
+    """Largest difference between the replicas' copies of the first BN layer's moving_mean."""
+    bn = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)][0]
+    copies = [bn.moving_mean.numpy() for _ in range(strategy.num_replicas_in_sync)]
+    return float(np.max(np.abs(copies[-1] - copies[0])))
+'''
+
+
+_TRAINED: dict = {}
+
+
+def _bn_model(strategy, synchronized):
+    import keras
+
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.BatchNormalization(
+            synchronized=synchronized, momentum=0.5), keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def _check_replica_gap(answer):
+    from helpers import batchnorm
+
+    from .lesson01 import practice_strategy
+
+    code = getattr(getattr(answer, "python_function", answer), "__code__", None)
+    if code is not None and {"replica_gaps", "replica_values"} & set(code.co_names):
+        return False, "write it with the strategy's own API, not with helpers.batchnorm (that is the answer key)"
+    strategy = practice_strategy()
+    if "models" not in _TRAINED:      # two trained models, made once: only the learner's function varies
+        _TRAINED["models"] = {sync: _bn_model(strategy, sync) for sync in (False, True)}
+        for model in _TRAINED["models"].values():
+            _one_uneven_step(model)
+    results = {}
+    for sync, model in _TRAINED["models"].items():
+        truth = max(batchnorm.replica_gaps(model, strategy).values())
+        got = answer(model, strategy)
+        try:
+            got = float(got)
+        except (TypeError, ValueError):
+            return False, f"replica_gap must return a number, it returned {describe(got)}"
+        results[sync] = (got, truth)
+    (drift, drift_truth), (synced, synced_truth) = results[False], results[True]
+    if abs(drift - drift_truth) > 1e-5:
+        why = (" `.numpy()` on a mirrored variable reads one copy (the local replica's, replica 0's here), "
+               "however often you call it." if drift == 0 else "")
+        return False, (f"for an unsynchronized model whose replicas saw 0s and 10s it returned {drift:g}, but "
+                       f"the copies differ by {drift_truth:g}.{why} Ask the strategy for every replica's "
+                       "copy of the variable")
+    if abs(synced - synced_truth) > 1e-5:
+        return False, f"with synchronized=True the copies are equal, but it returned {synced:g}"
+    return True, (f"it sees every replica's copy: {drift:g} apart without sync (only replica 0's would be saved), "
+                  f"{synced:g} with synchronized=True")
+
+
+def _solve_replica_gap():
+    import keras
+    import numpy as np
+
+    def replica_gap(model, strategy):
+        bn = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)][0]
+        # bn.moving_mean is a Keras variable; .value is the MirroredVariable with one copy per replica
+        copies = [np.asarray(c) for c in strategy.experimental_local_results(bn.moving_mean.value)]
+        return float(np.max(np.abs(np.stack(copies) - copies[0])))
+
+    return replica_gap
+
+
+register("04.4", title="find and fix: a drift check that never sees drift", checker=_check_replica_gap,
+         solution=_solve_replica_gap, expects="function", takes=2,
+         wants="your fixed function replica_gap(model, strategy) that returns a number",
+         hint="which replica's copy does reading a mirrored variable give you, and how do you ask the "
+              "strategy for each replica's own value?")

@@ -86,3 +86,138 @@ register("05.2", title="the blog's checkpoint, Keras 3 style", checker=_check_ch
          expects="keras.callbacks.ModelCheckpoint", wants="a keras.callbacks.ModelCheckpoint instance",
          hint="what name does metrics=['accuracy'] log for validation in Keras 3, and which file "
               "extension saves the whole model?")
+
+# ---- 05.3: resume training from a checkpoint under the strategy ------------------------------------
+
+ROWS_05_3, BATCH_05_3 = 64, 16
+
+
+def _check_resume(answer):
+    import tempfile
+    from pathlib import Path
+
+    import keras
+
+    from helpers.strategy import check_distributed
+
+    from .lesson01 import practice_strategy, quiet_tf
+
+    strategy = practice_strategy()
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(ROWS_05_3, 8)).astype("float32"), np.arange(ROWS_05_3) % 3
+    steps = ROWS_05_3 // BATCH_05_3
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                                  keras.layers.Dense(3, activation="softmax")])
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    with tempfile.TemporaryDirectory() as folder, quiet_tf():
+        path = str(Path(folder) / "last.keras")
+        model.fit(x, y, batch_size=BATCH_05_3, epochs=1, verbose=0)
+        model.save(path)
+        resumed = answer(path, strategy, x, y)
+    if not hasattr(resumed, "optimizer"):
+        return False, f"resume must return the model it trained, it returned {describe(resumed)}"
+    try:
+        check_distributed(resumed, strategy)
+    except AssertionError as err:
+        return False, f"{err} (for a file: call load_model inside the scope)"
+    done = int(keras.ops.convert_to_numpy(resumed.optimizer.iterations))
+    if done == 2 * steps:
+        return True, (f"loaded inside the scope (mirrored variables), and the optimizer went on from step "
+                      f"{steps} to {done}: Adam's step counter and moments came back from the file")
+    if done == steps:
+        return False, (f"the optimizer is at step {done}: either it did not train one more epoch, or a fresh "
+                       "compile threw away the optimizer state the file holds (its step counter restarted)")
+    if done == 0:
+        return False, "the optimizer never stepped: train one more epoch with fit"
+    return False, (f"the optimizer is at step {done}; the file holds {steps} steps and one more epoch adds "
+                   f"{steps}: load the compiled model and fit one epoch with batch_size={BATCH_05_3}")
+
+
+def _solve_resume():
+    import keras
+
+    def resume(path, strategy, x, y):
+        with strategy.scope():                        # mirrored variables, optimizer state included
+            model = keras.models.load_model(path)      # compiled: no compile() that would reset Adam
+        model.fit(x, y, batch_size=16, initial_epoch=1, epochs=2, verbose=0)
+        return model
+
+    return resume
+
+
+register("05.3", title="resume training under the strategy", checker=_check_resume, solution=_solve_resume,
+         expects="function", takes=4, wants="a function resume(path, strategy, x, y) that returns the model",
+         hint="where must the model be loaded to get one copy per replica, and what would a new compile() "
+              "do to the step counter the file holds?")
+
+# ---- 05.4: find and fix - the blog's checkpoint class ---------------------------------------------
+
+BROKEN_05_4 = '''\
+class BlogParallelModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    def __init__(self, model, filepath, monitor='val_loss', verbose=0,
+                 save_best_only=False, save_weights_only=False, mode='auto', period=1):
+        self.single_model = model
+        super().__init__(filepath, monitor, verbose, save_best_only, save_weights_only, mode, period)
+
+    def set_model(self, model):
+        super().set_model(self.single_model)
+'''
+
+
+def _check_blog_class(answer):
+    import tempfile
+    from pathlib import Path
+
+    import keras
+
+    from helpers.callbacks import count_saves
+
+    from .lesson01 import quiet_tf
+
+    if not issubclass(answer, keras.callbacks.Callback):
+        return False, f"{answer.__name__} must still be a Keras callback (a ModelCheckpoint subclass)"
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=(64, 8)).astype("float32"), np.arange(64) % 3
+    template = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3, activation="softmax")])
+    parallel = keras.Sequential([template])           # stands in for the parallel model around the template
+    parallel.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    with tempfile.TemporaryDirectory() as folder:
+        path = str(Path(folder) / "template.keras")
+        callback = answer(template, path)           # the blog's defaults: monitor val_loss
+        with count_saves(template) as saves, quiet_tf():
+            parallel.fit(x, y, batch_size=16, epochs=2, validation_split=0.25, callbacks=[callback], verbose=0)
+        saved = keras.models.load_model(path) if Path(path).exists() else None
+    if saves["save"] > 2:
+        return False, (f"{saves['save']} saves in 2 epochs of 3 batches: the positional `period` still lands in "
+                       "Keras 3's 7th parameter, save_freq, so it saves every batch. Pass the arguments "
+                       "by keyword and drop period")
+    if saves["save"] == 0 or saved is None:
+        return False, ("the template was never saved: set_model must hand the template (self.single_model) "
+                       "to ModelCheckpoint")
+    if len(saved.layers) != len(template.layers):
+        return False, "the file holds the parallel model, not the template"
+    return True, (f"{saves['save']} saves in 2 epochs (once per epoch), each of the template: keywords keep "
+                  "every argument in its slot whatever Keras inserts between them")
+
+
+def _solve_blog_class():
+    import keras
+
+    class BlogParallelModelCheckpoint(keras.callbacks.ModelCheckpoint):
+        def __init__(self, model, filepath, monitor='val_loss', verbose=0,
+                     save_best_only=False, save_weights_only=False, mode='auto'):
+            self.single_model = model
+            super().__init__(filepath, monitor=monitor, verbose=verbose, save_best_only=save_best_only,
+                             save_weights_only=save_weights_only, mode=mode)   # save_freq='epoch'
+
+        def set_model(self, model):
+            super().set_model(self.single_model)
+
+    return BlogParallelModelCheckpoint
+
+
+register("05.4", title="find and fix: the blog's checkpoint class", checker=_check_blog_class,
+         solution=_solve_blog_class, expects="class", wants="your fixed class BlogParallelModelCheckpoint",
+         hint="compare the positional arguments of the super().__init__ call with the parameters of "
+              "Keras 3's ModelCheckpoint, one by one.")
