@@ -99,7 +99,7 @@ def split(events: Iterable[Event], devices: int, input_name: str = "input") -> d
 
     XLA runs one copy of each op per device on its own thread; their durations are
     summed and divided by ``devices``, so compute and communication are per device.
-    ``other`` is the rest of the wall time (dispatch, Python, idle).
+    ``other`` is what the wall time leaves over (dispatch, Python, idle), 0 when the parts overlap.
     """
     if devices < 1:
         raise ValueError(f"devices must be >= 1, got {devices}")
@@ -120,18 +120,21 @@ def split(events: Iterable[Event], devices: int, input_name: str = "input") -> d
 
 
 def shares(parts: dict[str, float]) -> dict[str, float]:
-    """Each of input / compute / communication / other as a fraction of their sum."""
-    keys = CATEGORIES + ("other",)
-    total = sum(parts.get(k, 0.0) for k in keys)
+    """Input, compute and communication as fractions of their sum.
+
+    Their sum, not the wall time: the host prepares the next batch while the devices
+    still compute (JAX dispatches asynchronously), so the parts can overlap.
+    """
+    total = sum(parts.get(k, 0.0) for k in CATEGORIES)
     if total <= 0:
-        raise ValueError("nothing was measured (all parts are zero)")
-    return {k: parts.get(k, 0.0) / total for k in keys}
+        raise ValueError("nothing was measured (input, compute and communication are all zero)")
+    return {k: parts.get(k, 0.0) / total for k in CATEGORIES}
 
 
 def split_row(label: str, parts: dict[str, float]) -> dict[str, object]:
-    """A table row: milliseconds and percentage of each part."""
+    """A table row: the wall time, and milliseconds and share of input, compute and communication."""
     share = shares(parts)
     row: dict[str, object] = {"run": label, "wall ms": round(parts["wall"] * 1e3, 1)}
-    for k in CATEGORIES + ("other",):
+    for k in CATEGORIES:
         row[k] = f"{parts.get(k, 0.0) * 1e3:7.1f} ms {share[k]:4.0%}"
     return row

@@ -80,9 +80,11 @@ def test_split_and_shares(trace):
     assert parts["wall"] == pytest.approx(200e-6)
     assert parts["other"] == pytest.approx(200e-6 - 100e-6 - 55e-6 - 20e-6)
     share = trace_split.shares(parts)
-    assert sum(share.values()) == pytest.approx(1.0) and share["input"] == pytest.approx(0.5)
+    assert set(share) == {"input", "compute", "communication"}
+    assert sum(share.values()) == pytest.approx(1.0) and share["input"] == pytest.approx(100 / 175)
     row = trace_split.split_row("fast", parts)
-    assert row["run"] == "fast" and row["wall ms"] == 0.2 and row["input"].endswith("50%")
+    assert row["run"] == "fast" and row["wall ms"] == 0.2 and row["input"].endswith("57%")
+    assert "other" not in row
 
 
 def test_split_errors():
