@@ -111,7 +111,7 @@ def _check_loss(answer):
     uneven = _uneven_reference(x, y, w, n)     # each replica: the mean over ITS rows, divided by n
 
     def close(a, b):
-        return np.allclose(a, b, rtol=1e-4, atol=1e-6)
+        return np.allclose(a, b, rtol=5e-3, atol=1e-5)   # loose enough for TF32 on GPUs, cases differ by >10 %
 
     if close(grad, want):
         return True, ("on 3 + 2 rows the two replicas' gradients add up to one device's gradient on all 5 rows: "
