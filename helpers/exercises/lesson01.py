@@ -152,6 +152,22 @@ def practice_strategy():
     return _PRACTICE["strategy"]
 
 
+
+class quiet_tf:
+    """Inside the block TensorFlow's Python logger shows errors only (a check's fits would warn about retracing)."""
+
+    def __enter__(self):
+        import tensorflow as tf
+
+        self._level = tf.get_logger().level
+        tf.get_logger().setLevel("ERROR")
+
+    def __exit__(self, *exc):
+        import tensorflow as tf
+
+        tf.get_logger().setLevel(self._level)
+
+
 # ---- 01.4: write the replica step: per-example loss, global batch, one update ---------------------
 
 GLOBAL_BATCH_01_4 = 8
@@ -185,7 +201,8 @@ def _check_replica_step(answer):
     def train_step(a, b):
         strategy.run(lambda xr, yr: answer(model, optimizer, xr, yr, GLOBAL_BATCH_01_4), args=(a, b))
 
-    train_step(xb, yb)
+    with quiet_tf():
+        train_step(xb, yb)
     # the reference: one device, the whole batch, the mean squared error over all 8 rows
     err = x @ w0 + b0 - y
     want = np.concatenate([(w0 - LR_01_4 * 2 * x.T @ err / len(x)).ravel(),
@@ -276,7 +293,8 @@ def _check_compile_split(answer):
     if getattr(model, "optimizer", None) is None:
         return False, "the model is not compiled: call model.compile(...)"
     x, y = np.ones((8, 8), "float32"), np.arange(8) % 3
-    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    with quiet_tf():
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0)
     weights = collections.Counter(short_device(v.value.device) for v in model.trainable_variables)
     slots = collections.Counter(short_device(v.value.device) for v in model.optimizer.variables
                                 if len(v.shape) > 0)
@@ -305,6 +323,6 @@ def _solve_compile_split():
 
 register("01.5", title="find and fix: where Adam keeps its state", checker=_check_compile_split,
          solution=_solve_compile_split, expects="function", takes=1,
-         wants="your fixed function compile_split(model)",
+         wants="a function compile_split(model): your fixed version",
          hint="when, and under which device, are the optimizer's per-weight variables created? Section "
               "'Third trap' measured it.")

@@ -257,6 +257,6 @@ def _solve_child_env():
 
 register("02.5", title="find and fix: the environment of a fresh process", checker=_check_child_env,
          solution=_solve_child_env, expects="function", takes=1,
-         wants="your fixed function child_env(selection) that returns a dict",
+         wants="a function child_env(selection) that returns a dict: your fixed version",
          hint="three problems: whose environment does it change (and is it too late for it)? What does "
               "CUDA do at an empty entry? Whose numbering do the indices use?")

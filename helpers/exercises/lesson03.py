@@ -183,9 +183,11 @@ def _counting_model(strategy):
 
 
 def _check_fit_per_replica(answer):
+    import warnings
+
     import numpy as np
 
-    from .lesson01 import practice_strategy
+    from .lesson01 import practice_strategy, quiet_tf
 
     strategy = practice_strategy()
     n_rep = strategy.num_replicas_in_sync
@@ -193,7 +195,10 @@ def _check_fit_per_replica(answer):
     x = np.random.default_rng(3).normal(size=(ROWS_03_4, 4)).astype("float32")
     y = np.arange(ROWS_03_4) % 3
     per_replica_batch = 8
-    answer(strategy, model, x, y, per_replica_batch)
+    with quiet_tf(), warnings.catch_warnings():
+        # Keras >= 3.15 warns that fit's default shuffle=True is ignored for a dataset, passed or not
+        warnings.filterwarnings("ignore", message=r"`shuffle=True` was passed")
+        answer(strategy, model, x, y, per_replica_batch)
     rows, batches = seen("rows"), seen("batches")
     if not any(batches):
         return False, "the model did not train: call model.fit(...) on your dataset inside the function"
@@ -253,14 +258,15 @@ def _check_train_on_replicas(answer):
 
     from helpers.strategy import check_distributed
 
-    from .lesson01 import practice_strategy
+    from .lesson01 import practice_strategy, quiet_tf
 
     strategy = practice_strategy()
     n = 96
     x = np.random.default_rng(5).normal(size=(n, 64)).astype("float32")
     y = np.arange(n) % 10
     try:
-        model = answer(strategy, x, y)
+        with quiet_tf():
+            model = answer(strategy, x, y)
     except (RuntimeError, ValueError) as exc:
         return False, (f"it still fails: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}. Which "
                        "variables were created outside the scope?")
@@ -300,6 +306,6 @@ def _solve_train_on_replicas():
 
 register("03.5", title="find and fix: training on two replicas", checker=_check_train_on_replicas,
          solution=_solve_train_on_replicas, expects="function", takes=3,
-         wants="your fixed function train_on_replicas(strategy, x, y)",
+         wants="a function train_on_replicas(strategy, x, y): your fixed version",
          hint="two bugs: which variables are created before the `with`? And does fit's batch_size count "
               "the rows of one replica or of all?")

@@ -219,7 +219,7 @@ def _check_replica_gap(answer):
     from .lesson01 import practice_strategy
 
     code = getattr(getattr(answer, "python_function", answer), "__code__", None)
-    if code is not None and {"replica_gaps", "replica_values"} & set(code.co_names):
+    if code is not None and {"replica_gaps", "replica_values"} & set(code.co_names + code.co_freevars):
         return False, "write it with the strategy's own API, not with helpers.batchnorm (that is the answer key)"
     strategy = practice_strategy()
     if "models" not in _TRAINED:      # two trained models, made once: only the learner's function varies
@@ -263,6 +263,6 @@ def _solve_replica_gap():
 
 register("04.4", title="find and fix: a drift check that never sees drift", checker=_check_replica_gap,
          solution=_solve_replica_gap, expects="function", takes=2,
-         wants="your fixed function replica_gap(model, strategy) that returns a number",
+         wants="a function replica_gap(model, strategy) that returns a number: your fixed version",
          hint="which replica's copy does reading a mirrored variable give you, and how do you ask the "
               "strategy for each replica's own value?")

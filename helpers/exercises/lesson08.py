@@ -6,7 +6,7 @@ they run in the notebook's JAX kernel and in the TensorFlow test process alike.
 
 from __future__ import annotations
 
-from . import register
+from . import describe, register
 
 # ---- 08.1: LayoutMap keys for a Megatron-style MLP ----------------------------------------------
 
@@ -116,3 +116,204 @@ register("08.2", title="what one device of a 2x2 mesh holds", checker=_check_sha
          expects="dict", wants="a dict with the four keys named in the exercise",
          hint="a named axis splits that dimension over the devices of that mesh axis; unnamed axes "
               "replicate. Compare with distribution.show_layouts(mp_model).")
+
+
+# ---- shared by 08.3 and 08.4: build under ModelParallel (JAX) or look the paths up (any backend) -----
+
+def _version(text: str) -> tuple:
+    import re
+
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:2])
+
+
+def _mesh():
+    """A ("data", "model") mesh: 2x2 over 4 devices where there are 4 (the lesson's JAX kernel), else 1xN."""
+    from keras import distribution as kd
+
+    devices = kd.list_devices()
+    devices = devices[:4] if len(devices) >= 4 else devices[:2]
+    shape = (2, 2) if len(devices) == 4 else (1, len(devices))
+    return kd.DeviceMesh(shape, ("data", "model"), devices)
+
+
+def _real_sharding() -> bool:
+    """True where ModelParallel really shards: the JAX backend with 4 devices."""
+    import keras
+
+    return keras.backend.backend() == "jax" and len(_mesh().devices.ravel()) == 4
+
+
+def _layouts(layout_map, build):
+    """{weight path: axes} for the model ``build()`` makes: read from the arrays under JAX, else looked up.
+
+    Returns (layouts, how): how says which of the two it did, for the message.
+    """
+    from keras import distribution as kd
+
+    if _real_sharding():
+        with kd.ModelParallel(layout_map=layout_map, batch_dim_name="data").scope():
+            model = build()
+        out = {}
+        for v in model.weights:
+            spec = tuple(v.value.sharding.spec)
+            spec = spec + (None,) * (len(v.shape) - len(spec))
+            out[v.path] = tuple(spec)
+        return out, model, "read from each weight's jax sharding"
+    model = build()
+    out = {}
+    for v in model.weights:
+        layout = layout_map[v.path]
+        out[v.path] = tuple(layout.axes) if layout is not None else (None,) * len(v.shape)
+    return out, model, ("looked up in the LayoutMap: on the TensorFlow backend keras.distribution shards "
+                        "nothing, lesson 08 showed why")
+
+
+# ---- 08.3: a LayoutMap for an embedding tower -----------------------------------------------------
+
+VOCAB_08_3, WIDTH_08_3 = 64, 32
+
+
+def tower(name="tower"):
+    """The model of exercise 08.3: token ids -> Embedding -> mean -> Dense(64) -> Dense(8)."""
+    import keras
+
+    return keras.Sequential([keras.Input((6,), dtype="int32"),
+                             keras.layers.Embedding(VOCAB_08_3, WIDTH_08_3, name="embed"),
+                             keras.layers.GlobalAveragePooling1D(name="pool"),
+                             keras.layers.Dense(64, activation="relu", name="up"),
+                             keras.layers.Dense(8, name="out")], name=name)
+
+
+#: What each weight of tower() should get: rows of the table, columns of "up" (and its bias), rows of "out".
+WANT_08_3 = {"embed/embeddings": ("model", None), "up/kernel": (None, "model"), "up/bias": ("model",),
+             "out/kernel": ("model", None), "out/bias": (None,)}
+
+
+def _check_tower_layout(answer):
+    from keras import distribution as kd
+
+    layout_map = answer(_mesh())
+    if not isinstance(layout_map, kd.LayoutMap):
+        return False, f"layout_for(mesh) must return a keras.distribution.LayoutMap, it returned {describe(layout_map)}"
+    try:
+        got, model, how = _layouts(layout_map, tower)
+    except ValueError as exc:
+        return False, f"Keras rejects this LayoutMap: {str(exc).splitlines()[0][:200]}"
+    wrong = []
+    for suffix, want in WANT_08_3.items():
+        path = next(p for p in got if p.endswith(suffix))
+        if got[path] != want:
+            wrong.append(f"{path} gets {got[path]}, want {want}")
+    if wrong:
+        return False, "; ".join(wrong) + f" ({how})"
+    if _real_sharding():   # and it trains: one step on the sharded model
+        import numpy as np
+
+        ids = np.random.default_rng(0).integers(0, VOCAB_08_3, size=(8, 6)).astype("int32")
+        with kd.ModelParallel(layout_map=layout_map, batch_dim_name="data").scope():
+            model.compile(optimizer="sgd", loss=__import__("keras").losses.SparseCategoricalCrossentropy(
+                from_logits=True))
+        model.fit(ids, np.arange(8) % 8, batch_size=8, epochs=1, verbose=0)
+        table = model.get_layer("embed").embeddings.value
+        per_device = table.sharding.shard_shape(table.shape)
+        return True, (f"the table's {VOCAB_08_3} rows are split over 'model' (each device holds {per_device}), "
+                      "'up' by columns with its bias, 'out' by rows with its bias whole; one training step "
+                      f"ran on the 2x2 mesh ({how})")
+    return True, (f"rows of the table, columns of 'up' (and its bias), rows of 'out', its bias whole: the layouts "
+                  f"are right ({how})")
+
+
+def _solve_tower_layout():
+    from keras import distribution as kd
+
+    def layout_for(mesh):
+        layout_map = kd.LayoutMap(mesh)
+        layout_map[".*embed/embeddings"] = ("model", None)   # vocabulary rows over 'model'
+        layout_map[".*up/kernel"] = (None, "model")          # column-parallel ...
+        layout_map[".*up/bias"] = ("model",)                 # ... its bias follows the columns
+        layout_map[".*out/kernel"] = ("model", None)         # row-parallel: partial sums, one all-reduce
+        return layout_map                                    # out/bias matches nothing: replicated
+
+    return layout_for
+
+
+register("08.3", title="a LayoutMap for an embedding tower", checker=_check_tower_layout,
+         solution=_solve_tower_layout, expects="function", takes=1,
+         wants="a function layout_for(mesh) that returns a keras.distribution.LayoutMap",
+         hint="print [v.path for v in tower().weights] first; a key must match a whole path on Keras >= "
+              "3.14, and each value names a mesh axis (or None) per dimension.")
+
+# ---- 08.4: find and fix - the 2023 guide's LayoutMap keys ------------------------------------------
+
+BROKEN_08_4 = '''\
+def guide_layout(mesh):
+    layout_map = kd.LayoutMap(mesh)
+    layout_map["d1/kernel"] = (None, "model")
+    layout_map["d1/bias"] = ("model",)
+    layout_map["d2/kernel"] = ("model", None)
+    return layout_map
+'''
+
+
+def mlp_08_4(name="mlp"):
+    """The lesson's MLP: 64 features -> Dense(128, name="d1") -> Dense(10, name="d2")."""
+    import keras
+
+    return keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu", name="d1"),
+                             keras.layers.Dense(10, activation="softmax", name="d2")], name=name)
+
+
+WANT_08_4 = {"d1/kernel": (None, "model"), "d1/bias": ("model",), "d2/kernel": ("model", None),
+             "d2/bias": (None,)}
+
+
+def _check_guide_layout(answer):
+    import re
+
+    import keras
+    from keras import distribution as kd
+
+    layout_map = answer(_mesh())
+    if not isinstance(layout_map, kd.LayoutMap):
+        return False, f"guide_layout(mesh) must return a keras.distribution.LayoutMap, it returned {describe(layout_map)}"
+    full_match = _version(keras.__version__) >= (3, 14)
+    try:
+        got, _, how = _layouts(layout_map, mlp_08_4)
+    except ValueError as exc:
+        return False, f"Keras {keras.__version__} rejects this LayoutMap: {str(exc).splitlines()[0][:200]}"
+    wrong = [f"{p} gets {got[p]}, want {want}" for suffix, want in WANT_08_4.items()
+             for p in got if p.endswith(suffix) and got[p] != want]
+    if wrong:
+        why = (f" On Keras {keras.__version__} a key must match the whole path ('mlp/d1/kernel'), so 'd1/kernel' "
+               "matches nothing and the weight stays replicated, silently." if full_match else "")
+        return False, "; ".join(wrong) + f" ({how}).{why}"
+    keys = list(layout_map.keys()) if hasattr(layout_map, "keys") else []
+    portable = all(any(re.fullmatch(k, f"mlp/{suffix}") for k in keys) for suffix, want in WANT_08_4.items()
+                   if want != (None,)) if keys else True
+    if not full_match and not portable:
+        return True, (f"right on Keras {keras.__version__}, which finds a key anywhere in the path (re.search), so "
+                      "'d1/kernel' matches 'mlp/d1/kernel'. From Keras 3.14 keys must match the whole path and "
+                      "these would shard nothing: write '.*d1/kernel' to be right on every version")
+    return True, (f"every key matches the whole path ('.*d1/kernel' fits 'mlp/d1/kernel'), so d1 is split by "
+                  f"columns, d2 by rows and d2's bias stays whole, on Keras {keras.__version__} and on any "
+                  f"version from 3.13 on ({how})")
+
+
+def _solve_guide_layout():
+    from keras import distribution as kd
+
+    def guide_layout(mesh):
+        layout_map = kd.LayoutMap(mesh)
+        layout_map[".*d1/kernel"] = (None, "model")   # '.*': keys must match the whole path on Keras >= 3.14
+        layout_map[".*d1/bias"] = ("model",)
+        layout_map[".*d2/kernel"] = ("model", None)
+        return layout_map
+
+    return guide_layout
+
+
+register("08.4", title="find and fix: the 2023 guide's LayoutMap keys", checker=_check_guide_layout,
+         solution=_solve_guide_layout, expects="function", takes=1,
+         wants="a function guide_layout(mesh) that returns a keras.distribution.LayoutMap: your fixed version",
+         hint="print each weight's path and what layout_map[path] returns for it; the lesson's trap "
+              "section says how Keras compares a key with a path.")
