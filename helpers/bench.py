@@ -18,8 +18,15 @@ efficiency is the speed-up divided by the number of devices the way used.  The
 naive "vs 1 replica" figure (divided by one device at 1 replica) is reported
 too: the difference between the two is what a bigger batch alone buys.
 
-The replica count is fixed once TensorFlow initialised its devices, so every
-replica count runs in its own child process (``python -m helpers.bench
+Lesson 06 writes the measuring code itself, as a script (``%%writefile``): the
+kernel imports it (:func:`load_script`) for the replica counts it has devices for,
+and :func:`run_script` runs it in one fresh process at a time for the others;
+:func:`to_measurement` and :func:`make_report` turn the per-step samples/s it
+prints into statistics, a table and a plot labelled with the real hardware.
+
+The command line (``make bench``) keeps its own copy of the measuring code
+(:func:`measure`).  The replica count is fixed once TensorFlow initialised its
+devices, so every replica count runs in its own child process (``python -m helpers.bench
 --child ...``), which measures all the ways for that count and prints one
 progress line per run.  The children are started together so that their slow
 TensorFlow imports overlap, but they measure one at a time: nothing is timed
@@ -133,6 +140,10 @@ class BenchConfig:
             raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
         return self
 
+    def to_dict(self) -> dict:
+        """The settings as a JSON-ready dict: what a benchmark script reads (``settings["steps"]`` ...)."""
+        return json.loads(json.dumps(asdict(self)))
+
 
 def _check_positive_int(name: str, value: object, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -182,6 +193,7 @@ class Measurement:
     replica_kind: str = ""
     policy: str = ""
     note: str = ""
+    hardware: str = ""
 
     @property
     def available(self) -> bool:
@@ -362,8 +374,14 @@ def measure(way: str, devices: Sequence[str], cfg: Optional[BenchConfig] = None)
                 _compile(model)
             sps = _timed_fit(model, cfg, global_batch)
         policy = keras.mixed_precision.global_policy().name
-    return Measurement(way, n, len(used), global_batch, statistics.median(sps), min(sps), max(sps),
-                       len(sps), list(used), _replica_kind(), policy)
+    m = Measurement(way, n, len(used), global_batch, statistics.median(sps), min(sps), max(sps),
+                    len(sps), list(used), _replica_kind(), policy)
+    with contextlib.suppress(ValueError):
+        from .devices import gpu_names
+
+        m.hardware = to_measurement({**asdict(m), "samples_per_s": sps, "kind": m.replica_kind,
+                                     "gpus": gpu_names()}).hardware
+    return m
 
 
 def progress_line(m: Measurement) -> str:
@@ -581,6 +599,126 @@ def run_benchmark(cfg: Optional[BenchConfig] = None, echo: bool = True, reuse_th
 
 
 # ---------------------------------------------------------------------------------------------
+# The notebook's side: a benchmark *script* the learner wrote, run here or in fresh processes
+# ---------------------------------------------------------------------------------------------
+
+#: Keys every result of a benchmark script has (one JSON object per way and replica count).
+RESULT_KEYS = ("way", "replicas", "devices", "global_batch", "samples_per_s", "kind", "gpus", "policy")
+#: Why a (way, replica count) that a report expects can be missing.
+TOWERS_NA = "n/a: multi_gpu_model needs >= 2 replicas"
+
+
+def load_script(path) -> "object":
+    """Import the Python file ``path`` as a module (its ``if __name__ == "__main__":`` part does not run).
+
+    Why: lesson 06 writes its benchmark script with ``%%writefile``; the kernel imports
+    that very file to measure the replica counts it already has devices for, and
+    :func:`run_script` runs it in fresh processes for the others - one source of truth.
+    """
+    import importlib.util
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no script at {path}: run the %%writefile cells first")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def check_result(result: dict) -> dict:
+    """Return ``result`` if it has :data:`RESULT_KEYS` and at least one positive samples/s, else raise ValueError."""
+    if not isinstance(result, dict):
+        raise ValueError(f"a benchmark result must be a dict, got {type(result).__name__}")
+    missing = [k for k in RESULT_KEYS if k not in result]
+    if missing:
+        raise ValueError(f"benchmark result lacks {missing}; it needs {', '.join(RESULT_KEYS)}")
+    if result["way"] not in WAYS:
+        raise ValueError(f"unknown way {result['way']!r}; choose from {', '.join(WAYS)}")
+    rates = result["samples_per_s"]
+    if not rates or not all(isinstance(r, (int, float)) and math.isfinite(r) and r > 0 for r in rates):
+        raise ValueError(f"samples_per_s must be a non-empty list of positive numbers, got {rates!r}")
+    return result
+
+
+def to_measurement(result: dict) -> Measurement:
+    """One script result -> :class:`Measurement`: median samples/s of the timed steps, with min and max."""
+    r = check_result(result)
+    rates, used = list(r["samples_per_s"]), list(r["devices"])
+    gpus = list(r.get("gpus") or [])
+    try:
+        from .devices import KIND_SPLIT_GPU, hardware_label
+
+        if r["kind"] == KIND_SPLIT_GPU and len(used) == 1:
+            hardware = f"a part of 1 x {gpus[0] if gpus else 'GPU'}"
+        else:
+            hardware = hardware_label(r["kind"], len(used), gpus)
+    except ValueError:
+        hardware = str(r["kind"])
+    return Measurement(r["way"], int(r["replicas"]), len(used), int(r["global_batch"]),
+                       statistics.median(rates), min(rates), max(rates), len(rates), used,
+                       str(r["kind"]), str(r["policy"]), "", hardware)
+
+
+def make_report(results: Sequence[dict], cfg: BenchConfig, seconds: float = 0.0) -> "BenchReport":
+    """A :class:`BenchReport` from script results; every (way, replicas) of ``cfg`` not measured is n/a."""
+    cfg.validate()
+    rows = [to_measurement(r) for r in results]
+    seen = {(m.way, m.replicas) for m in rows}
+    for n in cfg.replicas:
+        for way in cfg.ways:
+            if (way, n) not in seen:
+                note = TOWERS_NA if way == "towers" and n < 2 else "n/a: not measured"
+                nan = float("nan")
+                rows.append(Measurement(way, n, 0, cfg.batch_per_replica * n, nan, nan, nan, 0,
+                                        [], "", cfg.policy or "", note))
+    return BenchReport(rows, cfg, seconds)
+
+
+def run_script(script, replicas: int, cfg: BenchConfig, echo: bool = True) -> list[dict]:
+    """Run ``python script REPLICAS SETTINGS_JSON`` in a fresh process; return the JSON dicts it printed.
+
+    Why a fresh process: the replica count is fixed once TensorFlow set up its devices.
+    One process at a time, so no measurement competes with another TensorFlow process
+    for the cores (and memory stays at this process + one child).  Lines that are not
+    JSON objects are echoed.  Raises ``RuntimeError`` with the child's last error line
+    when it fails or runs longer than ``cfg.timeout`` seconds.
+    """
+    _check_positive_int("replicas", replicas, "replica devices; 0 replicas cannot train")
+    cfg.validate()
+    script = Path(script)
+    if not script.is_file():
+        raise ValueError(f"no script at {script}: run the %%writefile cells first")
+    if echo:
+        print(f"[bench] {replicas} replica(s): a fresh process runs {script.name} ...", flush=True)
+    cmd = [sys.executable, str(script), str(replicas), json.dumps(cfg.to_dict())]
+    try:
+        proc = subprocess.run(cmd, env=_child_env(), capture_output=True, text=True, timeout=cfg.timeout,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"benchmark process for {replicas} replica(s) ran longer than "
+                           f"timeout={cfg.timeout} s and was stopped") from None
+    results = []
+    for line in proc.stdout.splitlines():
+        try:
+            value = json.loads(line) if line.startswith("{") else None
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, dict):
+            results.append(check_result(value))
+            if echo:
+                print(progress_line(to_measurement(value)), flush=True)
+        elif echo and line.strip():
+            print(line, flush=True)
+    if proc.returncode != 0 or not results:
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith(" ")]
+        last = lines[-1] if lines else "no error output"
+        raise RuntimeError(f"benchmark process for {replicas} replica(s) failed (exit code "
+                           f"{proc.returncode}, {len(results)} result(s)): {last}")
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
 # The report
 # ---------------------------------------------------------------------------------------------
 
@@ -595,16 +733,23 @@ def speedup_limit(kind: str, replicas: int) -> int:
 
 
 def explain_hardware(kind: str, replicas: int) -> str:
-    """A plain sentence saying what the measured speed-up can mean on this hardware."""
+    """A plain sentence saying what the measured speed-up can mean on this hardware.
+
+    On logical devices the measurement can land on either side of 1x: below it is the
+    cost of replication, above it is one device having left cores (or parts of the chip)
+    idle that N replicas put to work - never extra hardware.
+    """
     limit = speedup_limit(kind, replicas)
     if kind == REAL_KIND:
         return (f"{replicas} real GPU(s): each replica has its own chip, so up to {limit}x is "
                 "physically possible; the gap to it is communication and input cost.")
-    if "GPU" in kind:
-        return (f"{replicas} logical GPU(s) split out of ONE GPU: they share the same chip, so the "
-                "physical limit is 1x; anything below 1x is the cost of replication.")
-    return (f"{replicas} logical CPU device(s) split out of ONE CPU: they share the same cores, so the "
-            "physical limit is 1x; what you see is the overhead of replication, not a speed-up.")
+    what, share, idle = (("logical GPU(s) split out of ONE GPU", "chip", "idle parts of the same chip")
+                         if "GPU" in kind else
+                         ("logical CPU device(s) split out of ONE CPU", "cores",
+                          "idle cores of the same CPU"))
+    return (f"{replicas} {what}: they share the same {share}, so the physical limit is 1x; values "
+            f"below it are the cost of replication, values above it come from using {idle}, "
+            "not from extra hardware.")
 
 
 @dataclass
@@ -655,7 +800,7 @@ class BenchReport:
                 "speedup_limit": speedup_limit(m.replica_kind, m.devices_used) if m.available else "",
                 "vs_1_replica": m.samples_per_s / first if m.available else nan,
                 "timed_steps": m.steps, "replica_kind": m.replica_kind, "policy": m.policy,
-                "devices": " ".join(m.devices), "note": m.note,
+                "devices": " ".join(m.devices), "hardware": m.hardware, "note": m.note,
             })
         return out
 
@@ -677,8 +822,19 @@ class BenchReport:
         for n in sorted({m.replicas for m in self.measurements}):
             mine = [m for m in self.measurements if m.replicas == n]
             widest = max(mine, key=lambda m: len(m.devices))
-            out.append(f"{n} replica(s): {widest.replica_kind} -> {', '.join(widest.devices)}")
+            what = widest.hardware or widest.replica_kind
+            out.append(f"{n} replica(s): {what} ({widest.replica_kind}) -> {', '.join(widest.devices)}")
         return out
+
+    def hardware_title(self) -> str:
+        """The real hardware behind each replica count, for figure titles: "1 CPU; 2: 1 CPU split in 2"."""
+        parts = []
+        for n in sorted({m.replicas for m in self.measurements}):
+            mine = [m for m in self.measurements if m.replicas == n and m.available]
+            if mine:
+                widest = max(mine, key=lambda m: len(m.devices))
+                parts.append(f"{n}: {widest.hardware or widest.replica_kind or 'unknown'}")
+        return "; ".join(parts) or "nothing measured"
 
     def table(self) -> str:
         """The results as a fixed-width text table."""
@@ -705,7 +861,9 @@ class BenchReport:
             parts.append("MirroredStrategy / towers throughput: " +
                          ", ".join(f"{r:.2f}x at {n} replicas" for n, r in ratio.items()))
         for n in sorted({m.replicas for m in self.measurements if m.replicas > 1}):
-            kind = next(m.replica_kind for m in self.measurements if m.replicas == n)
+            kind = next((m.replica_kind for m in self.measurements if m.replicas == n and m.available), "")
+            if not kind:
+                continue
             parts.append(explain_hardware(kind, n))
         return "\n".join(parts)
 
@@ -754,8 +912,7 @@ class BenchReport:
             ax.set_xticks(reps, [str(n) for n in reps])
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-        kinds = ", ".join(sorted({m.replica_kind for m in self.measurements}))
-        fig.suptitle(f"Does it get faster? ({kinds})", fontsize=10)
+        fig.suptitle(f"Does it get faster? Measured on {self.hardware_title()}", fontsize=10)
         fig.tight_layout()
         return fig
 

@@ -65,8 +65,13 @@ def test_speedup_limit_and_explanations():
     assert bench.speedup_limit("GPUs", 4) == 4
     assert bench.speedup_limit("GPU 0 split into logical GPUs", 4) == 1
     assert bench.speedup_limit("CPU split into logical CPUs", 4) == 1
-    assert "same cores" in bench.explain_hardware("CPU split into logical CPUs", 2)
-    assert "ONE GPU" in bench.explain_hardware("GPU 0 split into logical GPUs", 2)
+    cpu = bench.explain_hardware("CPU split into logical CPUs", 2)
+    assert "same cores" in cpu and "physical limit is 1x" in cpu
+    # honest on both sides of 1x: below is the cost of replication, above is idle cores put to work
+    assert "below it are the cost of replication" in cpu and "idle cores of the same CPU" in cpu
+    assert "not from extra hardware" in cpu and "not a speed-up" not in cpu
+    gpu = bench.explain_hardware("GPU 0 split into logical GPUs", 2)
+    assert "ONE GPU" in gpu and "idle parts of the same chip" in gpu
     assert "up to 8x" in bench.explain_hardware("GPUs", 8)
     with pytest.raises(ValueError, match="replicas"):
         bench.speedup_limit("GPUs", 0)
@@ -285,3 +290,137 @@ def test_child_env_caps_a_gpu_split_only_when_this_process_holds_devices(monkeyp
     assert bench._child_env()[devices.GPU_MEMORY_ENV] == bench.CHILD_GPU_MEMORY_MB   # a kernel holds a share
     monkeypatch.setenv(devices.GPU_MEMORY_ENV, "3000")
     assert bench._child_env()[devices.GPU_MEMORY_ENV] == "3000"                     # the user's choice wins
+
+
+# -- the notebook's side: a benchmark script, its results, the report -----------------------------
+
+NOTEBOOK = __import__("pathlib").Path(__file__).resolve().parent.parent / "notebooks" / "06_scaling_and_performance.ipynb"
+
+
+def _result(way="mirrored", n=2, rates=(100.0, 120.0, 80.0), kind="CPU split into logical CPUs", gpus=()):
+    used = [f"/device:CPU:{i}" for i in range(1 if way == "one_device" else n)]
+    return {"way": way, "replicas": n, "devices": used, "global_batch": 8 * n, "samples_per_s": list(rates),
+            "kind": kind, "gpus": list(gpus), "policy": "float32"}
+
+
+def test_to_measurement_takes_median_and_range_and_names_the_hardware():
+    m = bench.to_measurement(_result())
+    assert (m.samples_per_s, m.min_samples_per_s, m.max_samples_per_s, m.steps) == (100.0, 80.0, 120.0, 3)
+    assert m.hardware == "1 CPU split in 2" and m.devices_used == 2 and m.available
+    gpu = bench.to_measurement(_result(kind="GPUs", gpus=["Tesla T4", "Tesla T4"]))
+    assert gpu.hardware == "2 x Tesla T4"
+    split = bench.to_measurement(_result(kind="GPU 0 split into logical GPUs", gpus=["Tesla T4"]))
+    assert split.hardware == "1 x Tesla T4 split in 2"
+    one = bench.to_measurement(_result("one_device", kind="GPU 0 split into logical GPUs", gpus=["Tesla T4"]))
+    assert one.hardware == "a part of 1 x Tesla T4"
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"samples_per_s": []}, "non-empty list of positive"),
+    ({"samples_per_s": [1.0, float("nan")]}, "positive numbers"),
+    ({"way": "horovod"}, "unknown way"),
+    ({"kind": None, "policy": None, "way": None}, "unknown way"),
+])
+def test_check_result_rejects_bad_results(change, match):
+    with pytest.raises(ValueError, match=match):
+        bench.check_result({**_result(), **change})
+    with pytest.raises(ValueError, match="lacks"):
+        bench.check_result({"way": "mirrored"})
+    with pytest.raises(ValueError, match="must be a dict"):
+        bench.check_result([1, 2])
+
+
+def test_make_report_marks_what_was_not_measured():
+    cfg = bench.make_config(replicas=(1, 2), **TINY)
+    results = [_result("one_device", 1, (100.0,)), _result("mirrored", 1, (90.0,)),
+               _result("one_device", 2, (150.0,)), _result("mirrored", 2, (120.0,))]
+    report = bench.make_report(results, cfg, seconds=1.5)
+    assert report.get("towers", 1).note == bench.TOWERS_NA
+    assert report.get("towers", 2).note == "n/a: not measured"
+    assert report.seconds == 1.5 and report.rows()[0]["hardware"] == "1 CPU"
+    assert report.hardware_title() == "1: 1 CPU; 2: 1 CPU split in 2"
+    assert "1 CPU split in 2" in report.summary() and "n/a: not measured" in report.summary()
+    fig = report.plot()
+    assert "1 CPU split in 2" in fig._suptitle.get_text()
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def test_load_script_imports_without_running_main(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text("X = 41 + 1\nif __name__ == '__main__':\n    raise SystemExit('ran main')\n")
+    assert bench.load_script(script).X == 42
+    with pytest.raises(ValueError, match="%%writefile"):
+        bench.load_script(tmp_path / "missing.py")
+
+
+def _fake_script(tmp_path, body):
+    script = tmp_path / "fake_child.py"
+    script.write_text(body)
+    return script
+
+
+def test_run_script_collects_json_lines_and_echoes_the_rest(tmp_path, capsys):
+    body = ("import json, sys\nn = int(sys.argv[1]); s = json.loads(sys.argv[2])\nprint('hello from', n)\n"
+            f"r = {_result()!r}\nr['replicas'] = n; r['samples_per_s'] = [float(s['steps'])]\n"
+            "print(json.dumps(r))\n")
+    got = bench.run_script(_fake_script(tmp_path, body), 3, bench.make_config(**TINY))
+    assert len(got) == 1 and got[0]["replicas"] == 3 and got[0]["samples_per_s"] == [2.0]
+    out = capsys.readouterr().out
+    assert "hello from 3" in out and "a fresh process runs fake_child.py" in out and "samples/s" in out
+
+
+def test_run_script_reports_failures_and_timeouts(tmp_path):
+    cfg = bench.make_config(**TINY)
+    failing = _fake_script(tmp_path, "import sys\nsys.exit('ValueError: broken child')\n")
+    with pytest.raises(RuntimeError, match="exit code 1.*broken child"):
+        bench.run_script(failing, 2, cfg)
+    silent = _fake_script(tmp_path, "print('no results')\n")
+    with pytest.raises(RuntimeError, match="0 result"):
+        bench.run_script(silent, 2, cfg)
+    slow = _fake_script(tmp_path, "import time\ntime.sleep(30)\n")
+    with pytest.raises(RuntimeError, match="longer than timeout"):
+        bench.run_script(slow, 2, bench.make_config(timeout=1.0, **TINY))
+    with pytest.raises(ValueError, match="no script"):
+        bench.run_script(tmp_path / "missing.py", 2, cfg)
+    with pytest.raises(ValueError, match="replicas"):
+        bench.run_script(slow, 0, cfg)
+
+
+def _notebook_script(tmp_path):
+    """The benchmark script exactly as lesson 06's %%writefile cells write it."""
+    import json as _json
+
+    parts = []
+    for cell in _json.loads(NOTEBOOK.read_text())["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and src.startswith("%%writefile") and "bench_child.py" in src:
+            first, _, body = src.partition("\n")
+            assert ("-a" in first.split()) == bool(parts), "the first cell writes, the others append"
+            parts.append(body + "\n")
+    assert len(parts) >= 2
+    path = tmp_path / "bench_child.py"
+    path.write_text("".join(parts))
+    return path
+
+
+def test_the_notebooks_script_runs_here_and_in_a_fresh_process(tmp_path, replicas, capsys):
+    """The lesson's script: imported here (2 replicas, every way) and run in a child (3 replicas)."""
+    import keras
+
+    script = _notebook_script(tmp_path)
+    cfg = bench.make_config(replicas=(1, 2, 3), **TINY)
+    child = bench.load_script(script)
+    here = [child.run(way, replicas[:n], cfg.to_dict()) for n in (1, 2) for way in cfg.ways
+            if way != "towers" or n > 1]
+    assert keras.mixed_precision.global_policy().name == "float32"
+    fresh = bench.run_script(script, 3, cfg, echo=False)
+    report = bench.make_report(here + fresh, cfg)
+    assert {(m.way, m.replicas) for m in report.measurements if m.available} == \
+        {(w, n) for w in bench.WAYS for n in (1, 2, 3)} - {("towers", 1)}
+    for n in (1, 2, 3):
+        m = report.get("mirrored", n)
+        assert m.global_batch == TINY["batch_per_replica"] * n and len(set(m.devices)) == n
+        assert m.steps == TINY["steps"] and m.hardware
+    assert report.get("one_device", 3).devices_used == 1

@@ -123,3 +123,162 @@ register("06.3", title="fix the slow input pipeline", checker=_check_pipeline, s
          expects="function", takes=1, wants="a function fix(dataset) that returns a tf.data.Dataset",
          hint="section 4 uses two dataset methods: one keeps what the first epoch computed, the other "
               "works ahead while the model trains. Their order matters.")
+
+
+# helpers shared by 06.4 and 06.5 ---------------------------------------------------------------
+def _steps(dataset) -> list[str]:
+    """The tf.data steps of ``dataset``, last first: ["Prefetch", "Batch", "Cache", "Map", "TensorSlice"]."""
+    out, ds = [], dataset
+    while ds is not None and len(out) < 50:
+        out.append(type(ds).__name__.strip("_").replace("Dataset", "").replace("Parallel", ""))
+        ds = getattr(ds, "_input_dataset", None)
+    return out
+
+
+def _lesson_strategy():
+    """A MirroredStrategy over this process's replicas (the notebook's REPLICAS; 2 devices if none yet)."""
+    import tensorflow as tf
+
+    from helpers import devices
+
+    configured = getattr(devices, "_configured", None)
+    names = configured[1] if configured is not None else devices.ensure_devices(2)
+    return tf.distribute.MirroredStrategy(list(names))
+
+
+# 06.4 ------------------------------------------------------------------------------------------
+def _check_make_dataset(answer):
+    import numpy as np
+
+    strategy = _lesson_strategy()
+    n = strategy.num_replicas_in_sync
+    x = np.arange(96 * 3, dtype="float32").reshape(96, 3)
+    y = np.arange(96, dtype="int64")
+    for per_replica in (4, 8):
+        ds = answer(x, y, per_replica, strategy)
+        call = f"make_dataset(x, y, {per_replica}, strategy)"
+        if not hasattr(ds, "element_spec"):
+            return False, f"{call} returned {describe(ds)}; it should return a tf.data.Dataset"
+        epoch = [yb.numpy() for _, yb in ds]
+        if not epoch or epoch[0].ndim != 1:
+            return False, f"{call} gives unbatched samples: batch them (fit takes the dataset's batches as they are)"
+        got = np.sort(np.concatenate(epoch))
+        if not np.array_equal(got, y):
+            return False, (f"one epoch of {call} holds {len(got)} samples, not the {len(y)} given, each once: "
+                           "no repeat, no filter, no drop_remainder here")
+        dist = strategy.experimental_distribute_dataset(ds)
+        local = [int(t.shape[0]) for t in strategy.experimental_local_results(next(iter(dist))[1])]
+        if local != [per_replica] * n:
+            size = int(epoch[0].shape[0])
+            why = (" - that is the batch of ONE replica; MirroredStrategy splits each batch among the "
+                   f"{n} replicas" if size == per_replica and n > 1 else "")
+            return False, (f"{call}: the first batch has {size} samples, so the {n} replicas got {local} "
+                           f"instead of {per_replica} each{why}")
+        steps = _steps(ds)
+        if "Cache" not in steps:
+            return False, f"{call} has no cache step: every epoch would prepare the data again ({steps})"
+        if steps[0] != "Prefetch":
+            return False, (f"the last step of {call} is {steps[0]}: end with the step that prepares the "
+                           "next batch while the current one trains")
+    return True, (f"on {n} replicas each replica gets per_replica samples because the batch is "
+                  "per_replica * strategy.num_replicas_in_sync; cache() keeps the prepared data, "
+                  "prefetch() last overlaps input and training.")
+
+
+def _solve_make_dataset():
+    import tensorflow as tf
+
+    def make_dataset(x, y, per_replica, strategy):
+        global_batch = per_replica * strategy.num_replicas_in_sync
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).cache()
+        return ds.batch(global_batch).prefetch(tf.data.AUTOTUNE)
+
+    return make_dataset
+
+
+register("06.4", title="a pipeline for MirroredStrategy", checker=_check_make_dataset,
+         solution=_solve_make_dataset, expects="function", takes=4,
+         wants="a function make_dataset(x, y, per_replica, strategy) that returns a tf.data.Dataset",
+         hint="fit under a strategy splits each batch it receives among the replicas, so the batch you "
+              "build is not per_replica; the strategy knows how many replicas there are.")
+
+
+# 06.5 ------------------------------------------------------------------------------------------
+def _check_fixed_prepare(answer):
+    import keras
+    import numpy as np
+
+    strategy = _lesson_strategy()
+    n = strategy.num_replicas_in_sync
+    x = np.random.default_rng(0).random((256, 4)).astype("float32")
+    y = np.arange(256, dtype="int64") % 10
+    try:
+        out = answer(x, y, strategy)
+        left = keras.mixed_precision.global_policy().name
+    finally:
+        keras.mixed_precision.set_global_policy("float32")  # whatever the answer did, the kernel is clean
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        return False, f"prepare(x, y, strategy) returned {describe(out)}; it should return (dataset, model)"
+    ds, model = out
+    if not hasattr(ds, "element_spec") or getattr(model, "optimizer", None) is None:
+        return False, "prepare must return (dataset, compiled model), like the code it fixes"
+    if left != "float32":
+        return False, (f"the global policy is still {left!r} after prepare returned: every model built "
+                       "later in the kernel would use it. Reset it once the model is built, even after an error.")
+    if not model.dtype_policy.name.startswith("mixed"):
+        return False, (f"the model computes in {model.dtype_policy.name}: keep mixed precision for this "
+                       "model (set the policy before building it), just do not leave it set")
+    epochs = [[(xb.numpy(), yb.numpy()) for xb, yb in ds] for _ in range(2)]
+    if int(epochs[0][0][1].shape[0]) != 32 * n:
+        return False, (f"the first batch has {epochs[0][0][1].shape[0]} samples; the global batch is "
+                       f"{32 * n} (32 per replica on {n} replicas)")
+    lr, want = float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)), 0.01 * n
+    if not math.isclose(lr, want, rel_tol=1e-5):
+        if n > 1 and math.isclose(lr, want * n, rel_tol=1e-5):
+            return False, (f"learning rate {lr:g} on {n} replicas is scaled twice: global_batch / base_batch "
+                           f"already is the factor {n}, multiplying by num_replicas_in_sync again is too much")
+        if n > 1 and math.isclose(lr, 0.01, rel_tol=1e-5):
+            return False, f"learning rate {lr:g}: the global batch grew {n}x, the linear rule scales the rate too"
+        return False, f"learning rate {lr:g}, expected {want:g} (linear rule: 0.01 x global batch / 32)"
+    xs = [np.concatenate([xb for xb, _ in e]) for e in epochs]
+    if not np.array_equal(np.sort(np.concatenate([yb for _, yb in epochs[0]])), np.sort(y)):
+        return False, "one epoch must hold every sample once"
+    if xs[0].shape == xs[1].shape and np.allclose(xs[0], xs[1]):
+        return False, ("both epochs saw the same noise: the cache stored the augmented samples, so the random "
+                       "augmentation ran only once. Cache what is expensive and fixed, then augment.")
+    if "Cache" not in _steps(ds):
+        return False, "keep the cache (reading the data is the expensive part in real life), just move it"
+    return True, ("three traps fixed: the rate is scaled once (global batch / recipe batch), the random "
+                  "augmentation runs after the cache so every epoch sees new noise, and the global policy "
+                  "is reset after the model is built.")
+
+
+def _solve_fixed_prepare():
+    import keras
+    import tensorflow as tf
+
+    def augment(x, y):
+        return x + tf.random.normal(tf.shape(x), stddev=0.1), y
+
+    def prepare(x, y, strategy, per_replica=32, base_lr=0.01, base_batch=32):
+        global_batch = per_replica * strategy.num_replicas_in_sync
+        lr = base_lr * global_batch / base_batch                  # scaled once
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).cache().map(augment)   # cache, then augment
+              .batch(global_batch).prefetch(tf.data.AUTOTUNE))
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        try:
+            with strategy.scope():
+                model = keras.Sequential([keras.Input(x.shape[1:]), keras.layers.Dense(10, activation="softmax")])
+                model.compile(optimizer=keras.optimizers.SGD(lr), loss="sparse_categorical_crossentropy")
+        finally:
+            keras.mixed_precision.set_global_policy("float32")    # reset, even after an error
+        return ds, model
+
+    return prepare
+
+
+register("06.5", title="find and fix three traps", checker=_check_fixed_prepare,
+         solution=_solve_fixed_prepare, expects="function", takes=3,
+         wants="a function prepare(x, y, strategy) that returns (dataset, model), its traps fixed",
+         hint="check the learning rate's factor, what each epoch of data looks like after the cache, and "
+              "what the global policy is once prepare has returned.")
