@@ -232,3 +232,24 @@ def test_08_3_and_08_4_read_real_shardings_under_jax():
         assert not ok and "mlp/d1/kernel gets (None, None)" in text, text
     else:
         assert ok and "From Keras 3.14" in text, text
+
+
+@pytest.mark.parametrize("notebook, key, snippet", [
+    ("01_data_vs_device_parallelism", "01.5", lesson01.BROKEN_01_5),
+    ("02_picking_gpus", "02.5", lesson02.BROKEN_02_5),
+    ("03_from_multi_gpu_model_to_mirrored_strategy", "03.5", lesson03.BROKEN_03_5),
+    ("04_batchnorm_variable_error", "04.4", lesson04.BROKEN_04_4),
+    ("05_pickling_checkpoint_error", "05.4", lesson05.BROKEN_05_4),
+    ("08_keras3_distribution_api", "08.4", lesson08.BROKEN_08_4),
+])
+def test_notebook_shows_the_snippet_the_tests_run(notebook, key, snippet):
+    """The broken code in the notebook is the very text these tests prove broken (no drift between the two)."""
+    from pathlib import Path
+
+    cells = json.loads((Path(__file__).parent.parent / "notebooks" / f"{notebook}.ipynb").read_text())["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    cell = next(c for c in code if f'helpers.exercises.check("{key}", answer)' in c)
+    assert snippet in cell
+    lesson = key[:2]
+    assert {k for k in NEW_KEYS if k.startswith(lesson)} <= {
+        k for c in code for k in __import__("re").findall(r'check\("(\d\d\.\d+)", answer\)', c)}
