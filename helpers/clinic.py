@@ -127,6 +127,24 @@ def between(log: str, start: str, end: "str | None" = None) -> str:
     return "\n".join(lines[i + 1:j])
 
 
+def load_module(path) -> "Any":
+    """Import the Python file at ``path`` as a module (named after the file) without touching ``sys.path``.
+
+    Lesson 09 writes its workers' data module into a scratch folder; the notebook imports
+    the same file to count each worker's steps.  Loaded fresh on every call.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(path)
+    if path.suffix != ".py" or not path.is_file():
+        raise ValueError(f"not a Python file: {path}")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def steps_per_worker(make_batches, n_workers: int, **kwargs) -> list[int]:
     """How many batches ``make_batches(task, **kwargs)`` yields for each task 0..n_workers-1 (counted here)."""
     if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
