@@ -1,4 +1,4 @@
-"""helpers.input_pipeline: the slow pipeline, its call counter, the comparison and its plot."""
+"""helpers.input_pipeline: the slow pipeline, its call counter and its plot (cache/prefetch are the lesson's)."""
 
 import numpy as np
 import pytest
@@ -25,7 +25,9 @@ def test_pipeline_keeps_data_and_counts_slow_calls():
 def test_cache_runs_the_slow_work_once():
     x, y = _data()
     counter = ip.CallCounter()
-    ds = ip.make_pipeline(x, y, batch_size=4, cache=True, prefetch=True, counter=counter)
+    import tensorflow as tf
+
+    ds = ip.make_pipeline(x, y, batch_size=4, counter=counter).cache().prefetch(tf.data.AUTOTUNE)
     assert all(np.array_equal(e, y) for e in _epochs(ds, 3))
     assert counter.calls == 3 and "Prefetch" in type(ds).__name__
 
@@ -53,40 +55,31 @@ def test_make_pipeline_bad_arguments(kwargs, match):
         ip.make_pipeline(x, y[:3], batch_size=4)
 
 
-def _model():
-    import keras
+def test_lesson_style_comparison_and_plot():
+    """What lesson 06's cells do: time fit on a plain and a cache + prefetch pipeline, count, plot."""
+    import time
+
+    import matplotlib.pyplot as plt
+    import tensorflow as tf
 
     from helpers.models import small_cnn
 
+    x, y = _data(12)
     model = small_cnn((2, 2, 1), 3, width=2)
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
-    return model
-
-
-def test_compare_pipelines_and_plot(capsys):
-    import matplotlib.pyplot as plt
-
-    x, y = _data(12)
-    rows = ip.compare_pipelines(_model(), x, y, batch_size=4, delay_s=0.01, epochs=2)
-    plain, cached = rows
-    assert plain["batches"] == 3 and plain["map_calls"] == 6 and cached["map_calls"] == 3
-    assert plain["slow_work_s"] == pytest.approx(0.06) and plain["seconds"] >= 0.06
-    assert "[pipeline] plain" in capsys.readouterr().out
+    rows = []
+    for label, cached in (("plain", False), ("cache + prefetch", True)):
+        counter = ip.CallCounter()
+        ds = ip.make_pipeline(x, y, batch_size=4, delay_s=0.01, counter=counter)
+        ds = ds.cache().prefetch(tf.data.AUTOTUNE) if cached else ds
+        start = time.perf_counter()
+        model.fit(ds, epochs=2, verbose=0)
+        rows.append({"label": label, "seconds": time.perf_counter() - start, "map_calls": counter.calls,
+                     "slow_work_s": counter.calls * 0.01, "batches": int(ds.cardinality())})
+    assert [r["map_calls"] for r in rows] == [6, 3] and rows[0]["batches"] == 3
+    assert rows[0]["seconds"] >= 0.06
     ax = ip.plot_pipelines(rows)
     assert len(ax.patches) == 4
     plt.close(ax.figure)
-
-
-def test_compare_pipelines_bad_arguments():
-    import keras
-
-    x, y = _data()
-    with pytest.raises(ValueError, match="epochs"):
-        ip.compare_pipelines(_model(), x, y, 4, 0.0, epochs=0)
-    with pytest.raises(ValueError, match="variants"):
-        ip.compare_pipelines(_model(), x, y, 4, 0.0, epochs=1, variants=())
-    with pytest.raises(ValueError, match="compiled"):
-        ip.compare_pipelines(keras.Sequential([keras.Input((2, 2, 1)), keras.layers.Flatten()]),
-                             x, y, 4, 0.0, epochs=1)
-    with pytest.raises(ValueError, match="compare_pipelines"):
+    with pytest.raises(ValueError, match="label, seconds and slow_work_s"):
         ip.plot_pipelines([{"label": "x"}])

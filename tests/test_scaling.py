@@ -1,68 +1,31 @@
-"""helpers.scaling: the linear rule, the batch/LR sweep and its plot."""
+"""helpers.scaling: the plot of lesson 06's batch/learning-rate sweep (the sweep itself is in the lesson)."""
 
-import numpy as np
 import pytest
 
 from helpers import scaling
 
+ROWS = [  # what lesson 06's sweep cell produces: one dict per run
+    {"batch": 16, "lr": 0.05, "lr_scaled": False, "accuracy": 0.9},
+    {"batch": 64, "lr": 0.05, "lr_scaled": False, "accuracy": 0.7},
+    {"batch": 64, "lr": 0.2, "lr_scaled": True, "accuracy": 0.88},
+    {"batch": 256, "lr": 0.05, "lr_scaled": False, "accuracy": 0.4},
+    {"batch": 256, "lr": 0.8, "lr_scaled": True, "accuracy": 0.85},
+]
 
-def _toy(n=96, seed=0):
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 2, n)
-    x = (rng.normal(size=(n, 2, 2, 1)) + y[:, None, None, None] * 2).astype("float32")
-    return x, y
 
-
-def test_sweep_rows_and_plot(capsys):
+def test_plot_sweep_draws_both_lines_through_the_base_batch():
     import matplotlib.pyplot as plt
 
-    x, y = _toy()
-    rows = scaling.batch_lr_sweep(x[:64], y[:64], x[64:], y[64:], batch_sizes=(32, 8), base_lr=0.1, epochs=1)
-    assert [(r["batch"], r["lr_scaled"]) for r in rows] == [(8, False), (32, False), (32, True)]
-    assert rows[2]["lr"] == pytest.approx(0.4) and rows[1]["lr"] == pytest.approx(0.1)
-    assert [r["steps"] for r in rows] == [8, 2, 2]
-    assert all(0.0 <= r["accuracy"] <= 1.0 for r in rows)
-    assert "[sweep] global batch" in capsys.readouterr().out
-    ax = scaling.plot_sweep(rows)
-    assert len(ax.get_lines()) == 2 and ax.get_xlabel() == "global batch size"
+    ax = scaling.plot_sweep(ROWS)
+    same, scaled = ax.get_lines()
+    assert list(same.get_xdata()) == [16, 64, 256] and list(same.get_ydata()) == [0.9, 0.7, 0.4]
+    assert list(scaled.get_xdata()) == [16, 64, 256] and list(scaled.get_ydata()) == [0.9, 0.88, 0.85]
+    assert ax.get_xlabel() == "global batch size" and ax.get_xscale() == "log"
     plt.close(ax.figure)
 
 
-def test_sweep_same_start_gives_same_result():
-    x, y = _toy()
-    kwargs = dict(batch_sizes=(8, 16), base_lr=0.1, epochs=1, echo=False)
-    a = scaling.batch_lr_sweep(x[:64], y[:64], x[64:], y[64:], **kwargs)
-    b = scaling.batch_lr_sweep(x[:64], y[:64], x[64:], y[64:], **kwargs)
-    assert [r["accuracy"] for r in a] == [r["accuracy"] for r in b]
-
-
-def test_sweep_under_a_strategy(replicas):
-    from helpers.bench import mirrored_strategy  # own collective keys: safe in a shared test process
-
-    x, y = _toy()
-    rows = scaling.batch_lr_sweep(x[:64], y[:64], x[64:], y[64:], batch_sizes=(16, 32), base_lr=0.1,
-                                  epochs=1, strategy=mirrored_strategy(replicas), echo=False)
-    assert len(rows) == 3
-
-
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(batch_sizes=(16, 16)), "at least 2 different"),
-    (dict(batch_sizes=(16, 0)), "batch size"),
-    (dict(batch_sizes=(8, 16), epochs=0), "epochs"),
-    (dict(batch_sizes=(8, 16), base_lr=-1.0), "base_lr"),
-])
-def test_sweep_bad_arguments(kwargs, match):
-    x, y = _toy()
-    args = dict(base_lr=0.1, epochs=1, echo=False)
-    args.update(kwargs)
-    with pytest.raises(ValueError, match=match):
-        scaling.batch_lr_sweep(x[:64], y[:64], x[64:], y[64:], **args)
-    with pytest.raises(ValueError, match="same length"):
-        scaling.batch_lr_sweep(x[:64], y[:10], x[64:], y[64:], batch_sizes=(8, 16), base_lr=0.1, epochs=1)
-
-
 def test_plot_sweep_rejects_other_rows():
-    with pytest.raises(ValueError, match="batch_lr_sweep"):
+    with pytest.raises(ValueError, match="batch, accuracy and lr_scaled"):
         scaling.plot_sweep([])
-    with pytest.raises(ValueError, match="batch_lr_sweep"):
+    with pytest.raises(ValueError, match="batch, accuracy and lr_scaled"):
         scaling.plot_sweep([{"batch": 8}])
