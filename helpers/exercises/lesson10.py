@@ -147,11 +147,11 @@ def _check_budget(answer):
     if shard and replicas == 1:
         why = "sharding over 1 device splits nothing: shard over several replicas"
     elif not shard and accum > 1:
-        why = ("accumulation shrinks only the activations, which are small here, and adds a weight-sized "
-               "accumulator; every replica still holds all weights and slots")
+        why = ("accumulation shrinks only the activations, which are small for this model, and adds a "
+               "weight-sized accumulator; every replica still holds all weights and slots")
     elif not shard:
         why = ("every data-parallel replica holds all weights and Adam's two slots per weight; more replicas "
-               "only split the activations, which are small for this model")
+               "only split the activations, a small part of this model's temp (mostly full-size gradients)")
     else:
         why = "sharded over fewer devices, each still holds too large a slice of the weights and slots"
     return False, f"measured {figures} > budget {BUDGET_MIB} MiB: {why}"
