@@ -827,13 +827,17 @@ class BenchReport:
         return out
 
     def hardware_title(self) -> str:
-        """The real hardware behind each replica count, for figure titles: "1 CPU; 2: 1 CPU split in 2"."""
+        """The real hardware behind each replica count, for figure titles.
+
+        E.g. "1 replica: 1 CPU; 2 replicas: 1 CPU split in 2" or "2 replicas: 2 x Tesla T4".
+        """
         parts = []
         for n in sorted({m.replicas for m in self.measurements}):
             mine = [m for m in self.measurements if m.replicas == n and m.available]
             if mine:
                 widest = max(mine, key=lambda m: len(m.devices))
-                parts.append(f"{n}: {widest.hardware or widest.replica_kind or 'unknown'}")
+                parts.append(f"{n} replica{'s' if n > 1 else ''}: "
+                             f"{widest.hardware or widest.replica_kind or 'unknown'}")
         return "; ".join(parts) or "nothing measured"
 
     def table(self) -> str:
@@ -912,7 +916,7 @@ class BenchReport:
             ax.set_xticks(reps, [str(n) for n in reps])
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-        fig.suptitle(f"Does it get faster? Measured on {self.hardware_title()}", fontsize=10)
+        fig.suptitle(f"Does it get faster? Measured on {self.hardware_title()}", fontsize=9)
         fig.tight_layout()
         return fig
 

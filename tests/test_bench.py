@@ -338,7 +338,7 @@ def test_make_report_marks_what_was_not_measured():
     assert report.get("towers", 1).note == bench.TOWERS_NA
     assert report.get("towers", 2).note == "n/a: not measured"
     assert report.seconds == 1.5 and report.rows()[0]["hardware"] == "1 CPU"
-    assert report.hardware_title() == "1: 1 CPU; 2: 1 CPU split in 2"
+    assert report.hardware_title() == "1 replica: 1 CPU; 2 replicas: 1 CPU split in 2"
     assert "1 CPU split in 2" in report.summary() and "n/a: not measured" in report.summary()
     fig = report.plot()
     assert "1 CPU split in 2" in fig._suptitle.get_text()
