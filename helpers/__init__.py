@@ -26,7 +26,9 @@ Modules, by concept:
     scaling, input_pipeline   batch/LR sweep; cache/prefetch measurements     - lesson 06
     cluster    local multi-worker launcher (also `python -m helpers.cluster`) - lesson 07
     resume     kill a fit job for real, restart it (BackupAndRestore)         - lesson 07
-    distribution  Keras 3 distribution API made visible                       - lesson 08
+    meshes     JAX device choice, keras.distribution on TensorFlow (a report)  - lesson 08
+    clinic     weights per step, activation bytes, worker logs                - lesson 09
+    memory_report, trace_split   per-device bytes; a profile's time split     - lesson 10
     troubleshooting  the error index check behind TROUBLESHOOTING.md
 
 Submodules are imported lazily so that ``import helpers`` never imports
