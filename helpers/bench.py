@@ -858,7 +858,7 @@ class BenchReport:
 
     def summary(self) -> str:
         """Table, devices, the MirroredStrategy / towers ratio and what the hardware allows."""
-        parts = [self.table(), "", "devices (from the child processes):"]
+        parts = [self.table(), "", "where each replica count ran (reported by the process that measured it):"]
         parts += [f"  {line}" for line in self.device_lines()]
         ratio = self.mirrored_vs_towers()
         if ratio:
