@@ -18,20 +18,17 @@ efficiency is the speed-up divided by the number of devices the way used.  The
 naive "vs 1 replica" figure (divided by one device at 1 replica) is reported
 too: the difference between the two is what a bigger batch alone buys.
 
-Lesson 06 writes the measuring code itself, as a script (``%%writefile``): the
-kernel imports it (:func:`load_script`) for the replica counts it has devices for,
-and :func:`run_script` runs it in one fresh process at a time for the others;
-:func:`to_measurement` and :func:`make_report` turn the per-step samples/s it
-prints into statistics, a table and a plot labelled with the real hardware.
-
-The command line (``make bench``) keeps its own copy of the measuring code
-(:func:`measure`).  The replica count is fixed once TensorFlow initialised its
-devices, so every replica count runs in its own child process (``python -m helpers.bench
---child ...``), which measures all the ways for that count and prints one
-progress line per run.  The children are started together so that their slow
-TensorFlow imports overlap, but they measure one at a time: nothing is timed
-while another process is busy.  The parent collects the results into a
-:class:`BenchReport` (table, CSV, plot, MirroredStrategy / towers ratio).
+The measuring code is lesson 06's: its ``%%writefile`` cells write a benchmark
+script (a ``StepTimer`` callback, a timed ``fit``, the model built the three ways,
+one JSON line per way).  The kernel imports that script (:func:`load_script`) for
+the replica counts it has devices for; the replica count is fixed once TensorFlow
+initialised its devices, so :func:`run_script` runs it in a fresh process for the
+others - one process at a time, so nothing is timed while another process is busy
+and memory stays at two TensorFlow processes.  :func:`to_measurement` and
+:func:`make_report` turn the per-step samples/s into statistics, and
+:class:`BenchReport` into a table, CSV and a plot labelled with the real hardware.
+``make bench`` runs the same script (:data:`CLI_SCRIPT`, kept equal to the
+lesson's cells by a test) for every replica count.
 
 CLI (``make bench``)::
 
@@ -46,7 +43,6 @@ and what you measure is the cost of replication; only N real GPUs can reach Nx
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import json
 import math
@@ -55,11 +51,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Optional, Sequence
 
 from . import config
 from .devices import GPU_MEMORY_ENV
@@ -74,8 +69,6 @@ WAY_LABELS = {
 REAL_KIND = "GPUs"
 #: Memory (MiB) of each logical GPU a child may carve out of one GPU while this process holds a share.
 CHILD_GPU_MEMORY_MB = "1024"
-_RESULT_MARK = "BENCH_RESULT_JSON "
-_READY_MARK = "BENCH_CHILD_READY"
 
 
 @dataclass(frozen=True)
@@ -200,99 +193,6 @@ class Measurement:
         return math.isfinite(self.samples_per_s)
 
 
-def _not_available(way: str, devices: Sequence[str], cfg: BenchConfig, note: str) -> Measurement:
-    n = len(devices)
-    nan = float("nan")
-    return Measurement(way, n, 0, cfg.batch_per_replica * n, nan, nan, nan, 0, list(devices),
-                       _replica_kind(), cfg.policy or "", note)
-
-
-def _replica_kind() -> str:
-    from .devices import replica_kind
-
-    return replica_kind() or "unknown (ensure_devices was not called)"
-
-
-def step_throughputs(batch_end_times: Sequence[float], warmup: int, global_batch: int) -> list[float]:
-    """Samples/s of each timed step from the wall-clock times at which steps ended.
-
-    ``batch_end_times[i]`` is when step ``i`` finished; the first ``warmup`` steps
-    are not timed (step ``warmup`` is timed from the end of step ``warmup - 1``).
-    """
-    _check_positive_int("warmup", warmup, "warm-up steps")
-    _check_positive_int("global_batch", global_batch, "samples per step")
-    if len(batch_end_times) <= warmup:
-        raise ValueError(f"need more than warmup={warmup} step times to time anything, "
-                         f"got {len(batch_end_times)}")
-    timed = batch_end_times[warmup - 1:]
-    durations = [b - a for a, b in zip(timed, timed[1:])]
-    if any(d <= 0 for d in durations):
-        raise ValueError("step end times must be strictly increasing")
-    return [global_batch / d for d in durations]
-
-
-def _synthetic_batch(cfg: BenchConfig, global_batch: int):
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    x = rng.random((global_batch, *cfg.input_shape), dtype="float32")
-    y = rng.integers(0, cfg.num_classes, size=global_batch).astype("int64")
-    return x, y
-
-
-def _build(cfg: BenchConfig):
-    from .models import small_cnn
-
-    return small_cnn(cfg.input_shape, cfg.num_classes, width=cfg.width, name="bench_cnn")
-
-
-def _compile(model) -> None:
-    import keras
-
-    # jit_compile=False everywhere: Keras would use XLA for one device on a GPU but never
-    # under tf.distribute, and the comparison must be between the ways, not the compilers.
-    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy",
-                  jit_compile=False)
-
-
-def _timed_fit(model, cfg: BenchConfig, global_batch: int) -> list[float]:
-    import keras
-    import tensorflow as tf
-
-    ends: list[float] = []
-
-    class _StepTimer(keras.callbacks.Callback):
-        # Overriding on_train_batch_end makes Keras hand over Python logs, i.e. wait for the step.
-        def on_train_batch_end(self, batch, logs=None):
-            ends.append(time.perf_counter())
-
-    x, y = _synthetic_batch(cfg, global_batch)
-    data = tf.data.Dataset.from_tensors((x, y)).repeat()  # one cached batch: no input cost
-    model.fit(data, steps_per_epoch=cfg.warmup + cfg.steps, epochs=1, verbose=0, shuffle=False,
-              callbacks=[_StepTimer()])
-    return step_throughputs(ends, cfg.warmup, global_batch)
-
-
-@contextlib.contextmanager
-def dtype_policy(name: Optional[str]) -> Iterator[None]:
-    """Set the global Keras dtype policy inside the block and restore the previous one after.
-
-    ``None`` leaves the policy alone.  Restoring matters: the policy is global, and a
-    notebook that leaves ``mixed_float16`` set changes every later model (Run All twice).
-    """
-    if name is None:
-        yield
-        return
-    import keras
-
-    previous = keras.mixed_precision.global_policy().name
-    keras.mixed_precision.set_global_policy(name)
-    try:
-        yield
-    finally:
-        keras.mixed_precision.set_global_policy(previous)
-
-
 def mixed_policy_for(devices: Sequence[str]) -> str:
     """``"mixed_float16"`` when the replicas are GPUs, else ``"mixed_bfloat16"`` (CPUs)."""
     if not devices:
@@ -332,58 +232,6 @@ def mirrored_strategy(devices: Sequence[str]):
     return strategy
 
 
-def measure(way: str, devices: Sequence[str], cfg: Optional[BenchConfig] = None) -> Measurement:
-    """Measure one way on ``devices`` (replica names from ``ensure_devices``) in this process.
-
-    Builds a fresh small CNN, trains it on one repeated synthetic global batch of
-    ``cfg.batch_per_replica * len(devices)`` samples, times ``cfg.steps`` steps after
-    ``cfg.warmup`` warm-up steps.  ``towers`` with one device returns an n/a measurement.
-    """
-    cfg = (cfg or make_config()).validate()
-    if way not in WAYS:
-        raise ValueError(f"unknown way {way!r}; choose from {', '.join(WAYS)}")
-    devices = list(devices)
-    if not devices:
-        raise ValueError("devices must name at least one replica device (0 replicas given)")
-    n = len(devices)
-    if way == "towers" and n < 2:
-        return _not_available(way, devices, cfg, "n/a: multi_gpu_model needs >= 2 replicas")
-    import keras
-    import tensorflow as tf
-
-    global_batch = cfg.batch_per_replica * n
-    used = devices
-    with dtype_policy(cfg.policy):
-        keras.utils.set_random_seed(0)
-        if way == "one_device":
-            used = devices[:1]
-            with tf.device(devices[0]):
-                model = _build(cfg)
-                _compile(model)
-                sps = _timed_fit(model, cfg, global_batch)
-        elif way == "towers":
-            from .legacy import multi_gpu_model
-
-            model = multi_gpu_model(_build(cfg), gpus=n)
-            _compile(model)
-            sps = _timed_fit(model, cfg, global_batch)
-        else:
-            strategy = mirrored_strategy(devices)
-            with strategy.scope():
-                model = _build(cfg)
-                _compile(model)
-            sps = _timed_fit(model, cfg, global_batch)
-        policy = keras.mixed_precision.global_policy().name
-    m = Measurement(way, n, len(used), global_batch, statistics.median(sps), min(sps), max(sps),
-                    len(sps), list(used), _replica_kind(), policy)
-    with contextlib.suppress(ValueError):
-        from .devices import gpu_names
-
-        m.hardware = to_measurement({**asdict(m), "samples_per_s": sps, "kind": m.replica_kind,
-                                     "gpus": gpu_names()}).hardware
-    return m
-
-
 def progress_line(m: Measurement) -> str:
     """One human line for a finished run."""
     head = f"[bench] {m.replicas} replica(s) | {WAY_LABELS.get(m.way, m.way):<31}"
@@ -392,35 +240,6 @@ def progress_line(m: Measurement) -> str:
     return (f"{head} | {m.samples_per_s:9.0f} samples/s (min {m.min_samples_per_s:.0f}, "
             f"max {m.max_samples_per_s:.0f}) | global batch {m.global_batch} | {m.replica_kind} "
             f"{', '.join(m.devices)}")
-
-
-def measure_all(replicas: int, cfg: Optional[BenchConfig] = None, echo: bool = True) -> list[Measurement]:
-    """Configure ``replicas`` devices in this process and measure every way of ``cfg``.
-
-    This is what each child process runs; call it directly only in a fresh process
-    (or one already configured for ``replicas`` devices).
-    """
-    cfg = (cfg or make_config()).validate()
-    _check_positive_int("replicas", replicas, "replica devices; 0 replicas cannot train")
-    from .devices import ensure_devices
-
-    devices = ensure_devices(replicas)
-    out = []
-    for way in cfg.ways:
-        m = measure(way, devices, cfg)
-        if echo:
-            print(progress_line(m), flush=True)
-        out.append(m)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# The parent: one child process per replica count
-# ---------------------------------------------------------------------------------------------
-
-def _child_command(replicas: int, cfg: BenchConfig) -> list[str]:
-    return [sys.executable, "-m", "helpers.bench", "--child", str(replicas),
-            "--config-json", json.dumps(asdict(cfg))]
 
 
 def _child_env() -> dict:
@@ -442,160 +261,12 @@ def _child_env() -> dict:
     return env
 
 
-class _Child:
-    """One benchmark child process: started early, measures only when told to.
-
-    Protocol: the child imports TensorFlow and Keras (the slow part, seconds), prints
-    ``_READY_MARK`` and waits for a line on stdin; only then does it configure its
-    devices and measure, print progress lines and finally ``_RESULT_MARK`` + JSON.
-    So several children can import at the same time while none of them is being
-    timed, and no child touches a GPU before its turn.
-    """
-
-    def __init__(self, replicas: int, cfg: BenchConfig):
-        self.replicas, self.cfg = replicas, cfg
-        self.killed = threading.Event()
-        self._err = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty child cannot block
-        self.proc = subprocess.Popen(_child_command(replicas, cfg), env=_child_env(),
-                                     stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.PIPE,
-                                     text=True)
-        self._watchdog = self._arm()
-
-    def _arm(self) -> threading.Timer:
-        def _stop() -> None:
-            self.killed.set()
-            self.proc.kill()
-
-        timer = threading.Timer(self.cfg.timeout, _stop)
-        timer.daemon = True
-        timer.start()
-        return timer
-
-    def wait_ready(self, echo: bool) -> None:
-        """Block until the child finished importing (or raise if it died)."""
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.startswith(_READY_MARK):
-                return
-            if echo and line.strip():
-                print(line.rstrip(), flush=True)
-        self._fail()
-
-    def measure(self, echo: bool) -> list[Measurement]:
-        """Tell the child to go, echo its progress lines, return its measurements."""
-        self._watchdog.cancel()
-        self._watchdog = self._arm()  # a fresh timeout for the measuring itself
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        try:
-            self.proc.stdin.write("go\n")
-            self.proc.stdin.close()
-        except OSError:  # it died already; _fail says why
-            pass
-        results = None
-        for line in self.proc.stdout:  # lines arrive as the child prints them
-            if line.startswith(_RESULT_MARK):
-                results = json.loads(line[len(_RESULT_MARK):])
-            elif echo and line.strip():
-                print(line.rstrip(), flush=True)
-        if self.proc.wait() != 0 or results is None:
-            self._fail()
-        self.close()
-        return [Measurement(**r) for r in results]
-
-    def _fail(self) -> None:
-        self.proc.wait()
-        self._err.seek(0)
-        lines = [ln for ln in self._err.read().splitlines() if ln.strip()]
-        self.close()
-        if self.killed.is_set():
-            raise RuntimeError(f"benchmark child for {self.replicas} replica(s) ran longer than "
-                               f"timeout={self.cfg.timeout} s and was stopped")
-        last = next((ln for ln in reversed(lines) if not ln.startswith(" ")), "no error output")
-        raise RuntimeError(f"benchmark child for {self.replicas} replica(s) failed "
-                           f"(exit code {self.proc.returncode}): {last}")
-
-    def close(self) -> None:
-        """Stop the watchdog, kill the child if it still runs, release its files."""
-        self._watchdog.cancel()
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None and not stream.closed:
-                with contextlib.suppress(OSError):
-                    stream.close()
-        self._err.close()
-
-
-def run_child(replicas: int, cfg: BenchConfig, echo: bool = True) -> list[Measurement]:
-    """Run :func:`measure_all` for ``replicas`` in a fresh Python process and return its results.
-
-    Progress lines are echoed as they arrive.  Raises ``RuntimeError`` with the child's
-    last error line if it fails, or if it imports or measures for longer than
-    ``cfg.timeout`` seconds.
-    """
-    _check_positive_int("replicas", replicas, "replica devices; 0 replicas cannot train")
-    cfg.validate()
-    child = _Child(replicas, cfg)
-    try:
-        child.wait_ready(echo)
-        return child.measure(echo)
-    finally:
-        child.close()
-
-
 def configured_replicas() -> Optional[int]:
     """How many replica devices ``ensure_devices`` configured in this process (None if it did not run)."""
     from . import devices
 
     configured = getattr(devices, "_configured", None)  # (n, names, kind) once ensure_devices ran
     return None if configured is None else configured[0]
-
-
-def run_benchmark(cfg: Optional[BenchConfig] = None, echo: bool = True, reuse_this_process: bool = False,
-                  **overrides) -> "BenchReport":
-    """Measure every way of ``cfg`` at every replica count, one child process per count.
-
-    ``reuse_this_process=True`` measures the replica count this process is already
-    configured for (by ``ensure_devices``) right here instead of in a child: it is
-    the very configuration a child would create, and it saves a TensorFlow import.
-    ``overrides`` are passed to :func:`make_config` (e.g. ``replicas=(1, 2)``, ``steps=5``).
-    """
-    if cfg is not None and overrides:
-        raise ValueError("pass either cfg or keyword overrides, not both")
-    cfg = (cfg or make_config(**overrides)).validate()
-    here = configured_replicas() if reuse_this_process else None
-    start = time.perf_counter()
-    counts = sorted(cfg.replicas)
-    children: dict[int, _Child] = {}
-    rows: list[Measurement] = []
-    try:
-        if echo and any(n != here for n in counts):
-            print(f"[bench] starting child processes for {', '.join(str(n) for n in counts if n != here)} "
-                  "replica(s); they import TensorFlow side by side, then measure one at a time ...",
-                  flush=True)
-        for n in counts:
-            if n != here:
-                children[n] = _Child(n, cfg)
-        for child in children.values():  # nothing is timed while any child is still importing
-            child.wait_ready(echo)
-        for n in counts:
-            if n == here:
-                if echo:
-                    print(f"[bench] {n} replica(s): measuring in this process (already has {n} "
-                          "replica devices) ...", flush=True)
-                rows.extend(measure_all(n, cfg, echo=echo))
-            else:
-                if echo:
-                    print(f"[bench] {n} replica(s): child process measuring ...", flush=True)
-                rows.extend(children[n].measure(echo))
-    finally:
-        for child in children.values():
-            child.close()
-    report = BenchReport(rows, cfg, time.perf_counter() - start)
-    if echo:
-        print(f"[bench] done in {report.seconds:.1f} s")
-    return report
 
 
 # ---------------------------------------------------------------------------------------------
@@ -606,6 +277,71 @@ def run_benchmark(cfg: Optional[BenchConfig] = None, echo: bool = True, reuse_th
 RESULT_KEYS = ("way", "replicas", "devices", "global_batch", "samples_per_s", "kind", "gpus", "policy")
 #: Why a (way, replica count) that a report expects can be missing.
 TOWERS_NA = "n/a: multi_gpu_model needs >= 2 replicas"
+
+
+#: Lesson 06's benchmark script, exactly as its ``%%writefile`` cells write it (a test keeps the two
+#: equal): ``make bench`` runs the very code the lesson teaches.
+CLI_SCRIPT = '''\
+# One benchmark process: python bench_child.py REPLICAS SETTINGS_JSON -> one JSON line per way.
+import json, sys, time
+import keras
+import tensorflow as tf
+from helpers import bench, devices, legacy, models
+
+class StepTimer(keras.callbacks.Callback):
+    """Records time.perf_counter() when each training step ends."""
+    def on_train_begin(self, logs=None):
+        self.ends = []
+    def on_train_batch_end(self, batch, logs=None):   # Keras waits for the step's result here
+        self.ends.append(time.perf_counter())
+
+def timed_fit(model, s, global_batch):
+    """Samples/s of every step after s["warmup"] untimed ones (the first step traces the graph)."""
+    x = tf.random.uniform((global_batch, *s["input_shape"]), seed=1)
+    y = tf.random.uniform((global_batch,), maxval=s["num_classes"], dtype=tf.int64, seed=2)
+    data = tf.data.Dataset.from_tensors((x, y)).repeat()      # one batch in memory: no input cost
+    timer = StepTimer()
+    model.fit(data, steps_per_epoch=s["warmup"] + s["steps"], epochs=1, verbose=0, shuffle=False,
+              callbacks=[timer])
+    ends = timer.ends[s["warmup"] - 1:]
+    return [global_batch / (b - a) for a, b in zip(ends, ends[1:])]
+
+def build(s, towers=0):
+    model = models.small_cnn(s["input_shape"], s["num_classes"], width=s["width"])
+    if towers:                                       # the 2017 way: one copy of the model per device
+        model = legacy.multi_gpu_model(model, gpus=towers)
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy",
+                  jit_compile=False)                 # no XLA: compare the ways, not the compilers
+    return model
+
+def measure(way, used, s):     # -> (devices used, global batch, samples/s of each timed step)
+    keras.utils.set_random_seed(0)                   # the same starting weights for every way
+    if way == "mirrored":
+        strategy = bench.mirrored_strategy(used)     # tf.distribute.MirroredStrategy(used), fresh keys
+        with strategy.scope():
+            model = build(s)
+        global_batch = s["batch_per_replica"] * strategy.num_replicas_in_sync
+        return used, global_batch, timed_fit(model, s, global_batch)
+    global_batch = s["batch_per_replica"] * len(used)  # the same global batch as MirroredStrategy
+    if way == "towers":
+        return used, global_batch, timed_fit(build(s, towers=len(used)), s, global_batch)
+    with tf.device(used[0]):                         # one device takes the whole global batch
+        return used[:1], global_batch, timed_fit(build(s), s, global_batch)
+
+def run(way, replica_devices, s):                  # measure() as a JSON-ready dict, and where it ran
+    used, global_batch, rates = measure(way, replica_devices, s)
+    return {"way": way, "replicas": len(replica_devices), "devices": used, "global_batch": global_batch,
+            "samples_per_s": rates, "kind": devices.replica_kind(), "gpus": devices.gpu_names(),
+            "policy": keras.mixed_precision.global_policy().name}
+
+if __name__ == "__main__":                           # python bench_child.py REPLICAS SETTINGS_JSON
+    n, s = int(sys.argv[1]), json.loads(sys.argv[2])
+    replica_devices = devices.ensure_devices(n)      # first: the device list is fixed once TF starts
+    keras.mixed_precision.set_global_policy(s["policy"] or "float32")   # make bench --policy ...
+    for way in s["ways"]:
+        if way != "towers" or n > 1:                 # multi_gpu_model needs >= 2 devices
+            print(json.dumps(run(way, replica_devices, s)), flush=True)
+'''
 
 
 def load_script(path) -> "object":
@@ -954,27 +690,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-per-replica", type=int, help="samples per replica per step")
     p.add_argument("--policy", help="Keras dtype policy, e.g. mixed_float16")
     p.add_argument("--quick", action="store_true", help="force quick-mode defaults (small and short)")
-    p.add_argument("--child", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--config-json", help=argparse.SUPPRESS)
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``make bench``: run :data:`CLI_SCRIPT` (lesson 06's script) for every replica count, write CSV + PNG."""
     args = _parser().parse_args(argv)
-    if args.child is not None:  # inside a child process: measure, then hand results back
-        cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v
-                             for k, v in json.loads(args.config_json).items()})
-        import keras  # noqa: F401  - the slow imports happen before the parent says "go"
-        import tensorflow  # noqa: F401
-
-        from . import legacy, models  # noqa: F401
-
-        print(_READY_MARK, flush=True)
-        if not sys.stdin.readline():  # the parent went away
-            return 1
-        results = measure_all(args.child, cfg)
-        print(_RESULT_MARK + json.dumps([asdict(m) for m in results]), flush=True)
-        return 0
     if not args.out:
         raise SystemExit("error: --out DIR is required (where bench.csv and bench.png go)")
     if args.quick:
@@ -988,7 +709,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise SystemExit(f"error: {err}") from None
     print(f"[bench] mode {config.mode()}: replicas {cfg.replicas}, ways {', '.join(cfg.ways)}, "
           f"{cfg.steps} timed steps after {cfg.warmup} warm-up, {cfg.batch_per_replica} samples per replica")
-    report = run_benchmark(cfg)
+    start, results = time.perf_counter(), []
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        script = Path(tmp) / "bench_child.py"
+        script.write_text(CLI_SCRIPT)
+        for n in sorted(cfg.replicas):  # one fresh process at a time: nothing competes for the cores
+            results += run_script(script, n, cfg)
+    report = make_report(results, cfg, time.perf_counter() - start)
     print(report.summary())
     paths = write_outputs(report, args.out)
     print(f"wrote {paths['csv']} and {paths['png']}")

@@ -1,8 +1,7 @@
-"""helpers.bench: configuration checks, the arithmetic, in-process runs, child processes and the CLI."""
+"""helpers.bench: configuration checks, the report, the lesson's benchmark script (in this process and in a child) and the CLI."""
 
 import csv
 import math
-import sys
 
 import pytest
 
@@ -48,19 +47,6 @@ def test_make_config_rejects_bad_settings(overrides, match):
 
 # -- arithmetic -----------------------------------------------------------------------------------
 
-def test_step_throughputs_skips_warmup_and_divides_batch_by_step_time():
-    ends = [10.0, 10.5, 10.75, 11.0, 11.5]       # steps 0..4 end at these times
-    assert bench.step_throughputs(ends, warmup=2, global_batch=100) == [400.0, 400.0, 200.0]
-    with pytest.raises(ValueError, match="more than warmup"):
-        bench.step_throughputs([1.0, 2.0], warmup=2, global_batch=10)
-    with pytest.raises(ValueError, match="increasing"):
-        bench.step_throughputs([1.0, 2.0, 2.0], warmup=1, global_batch=10)
-    with pytest.raises(ValueError, match="warmup"):
-        bench.step_throughputs([1.0, 2.0], warmup=0, global_batch=10)
-    with pytest.raises(ValueError, match="global_batch"):
-        bench.step_throughputs([1.0, 2.0], warmup=1, global_batch=0)
-
-
 def test_speedup_limit_and_explanations():
     assert bench.speedup_limit("GPUs", 4) == 4
     assert bench.speedup_limit("GPU 0 split into logical GPUs", 4) == 1
@@ -82,19 +68,6 @@ def test_mixed_policy_for_devices():
     assert bench.mixed_policy_for(["/device:CPU:0"]) == "mixed_bfloat16"
     with pytest.raises(ValueError):
         bench.mixed_policy_for([])
-
-
-def test_dtype_policy_restores_even_after_an_error():
-    import keras
-
-    before = keras.mixed_precision.global_policy().name
-    with pytest.raises(RuntimeError):
-        with bench.dtype_policy("mixed_bfloat16"):
-            assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
-            raise RuntimeError("boom")
-    assert keras.mixed_precision.global_policy().name == before
-    with bench.dtype_policy(None):
-        assert keras.mixed_precision.global_policy().name == before
 
 
 # -- the report (from hand-made measurements) ----------------------------------------------------
@@ -153,27 +126,6 @@ def test_report_csv_and_plot(tmp_path):
     plt.close(fig)
 
 
-# -- measuring in this process (2 logical devices from tests/conftest.py) ------------------------
-
-def test_measure_every_way_in_process(replicas):
-    cfg = bench.make_config(replicas=(1, 2), **TINY)
-    for way in bench.WAYS:
-        m = bench.measure(way, replicas, cfg)
-        assert m.available and m.samples_per_s > 0 and m.steps == TINY["steps"]
-        assert m.min_samples_per_s <= m.samples_per_s <= m.max_samples_per_s
-        assert m.global_batch == 16 and m.devices_used == (1 if way == "one_device" else 2)
-        assert m.replica_kind and "samples/s" in bench.progress_line(m)
-    assert not bench.measure("towers", replicas[:1], cfg).available   # needs >= 2 replicas
-
-
-def test_measure_with_a_mixed_policy_restores_float32(replicas):
-    import keras
-
-    m = bench.measure("mirrored", replicas, bench.make_config(policy="mixed_bfloat16", **TINY))
-    assert m.policy == "mixed_bfloat16" and m.available
-    assert keras.mixed_precision.global_policy().name == "float32"
-
-
 def test_mirrored_strategy_gives_each_strategy_its_own_collective_keys(replicas):
     """Two strategies training models of different shapes in one process: no collective clash."""
     import numpy as np
@@ -194,59 +146,25 @@ def test_mirrored_strategy_gives_each_strategy_its_own_collective_keys(replicas)
         bench.mirrored_strategy([])
 
 
-def test_measure_rejects_bad_arguments(replicas):
-    with pytest.raises(ValueError, match="0 replicas"):
-        bench.measure("mirrored", [], bench.make_config(**TINY))
-    with pytest.raises(ValueError, match="unknown way"):
-        bench.measure("horovod", replicas, bench.make_config(**TINY))
-    with pytest.raises(ValueError, match="replicas must be an int >= 1"):
-        bench.measure_all(0, bench.make_config(**TINY))
-    with pytest.raises(ValueError, match="replicas must be an int >= 1"):
-        bench.run_child(0, bench.make_config(**TINY))
-    with pytest.raises(ValueError, match="either cfg or keyword"):
-        bench.run_benchmark(bench.make_config(**TINY), steps=3)
-    with pytest.raises(ValueError, match="steps"):
-        bench.run_benchmark(steps=0)
-
-
-def test_run_benchmark_reuses_this_process_for_its_own_count(replicas, capsys):
-    report = bench.run_benchmark(replicas=(2,), reuse_this_process=True, **TINY)
-    assert "measuring in this process" in capsys.readouterr().out
-    assert {m.way for m in report.measurements} == set(bench.WAYS)
-    assert set(report.mirrored_vs_towers()) == {2}
-
-
-# -- child processes -------------------------------------------------------------------------------
-
-def test_run_child_reports_a_failing_child(monkeypatch):
-    monkeypatch.setattr(bench, "_child_command", lambda n, cfg: [
-        sys.executable, "-c", "import sys; print('hello'); sys.exit('ValueError: broken child')"])
-    with pytest.raises(RuntimeError, match="exit code 1.*broken child"):
-        bench.run_child(2, bench.make_config(**TINY))
-
-
-def test_run_child_stops_a_child_that_runs_too_long(monkeypatch):
-    monkeypatch.setattr(bench, "_child_command", lambda n, cfg: [
-        sys.executable, "-c", "import time; time.sleep(30)"])
-    with pytest.raises(RuntimeError, match="longer than timeout"):
-        bench.run_child(2, bench.make_config(timeout=1.0, **TINY))
-
+# -- the command line (`make bench`): the lesson's script in fresh processes --------------------------
 
 def test_cli_writes_csv_and_png_in_a_quick_configuration(tmp_path, capsys, monkeypatch):
-    """One real child process (2 replicas, all three ways), as `make bench` runs it."""
+    """One real child process (2 replicas, all three ways, a mixed policy), as `make bench` runs it."""
     monkeypatch.setenv("MULTIGPU_MODE", "quick")  # --quick sets it; restored after the test
     out = tmp_path / "bench"
     code = bench.main(["--out", str(out), "--quick", "--replicas", "2", "--steps", "2", "--warmup", "1",
-                       "--batch-per-replica", "8"])
+                       "--batch-per-replica", "8", "--policy", "mixed_bfloat16"])
     assert code == 0
     text = capsys.readouterr().out
-    assert "starting child processes for 2 replica(s)" in text and "MirroredStrategy / towers throughput" in text
+    assert "2 replica(s): a fresh process runs bench_child.py" in text
+    assert "MirroredStrategy / towers throughput" in text
     with open(out / "bench.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert {r["way"] for r in rows} == set(bench.WAYS)
     assert all(float(r["samples_per_s"]) > 0 and float(r["efficiency"]) > 0 for r in rows)
     mirrored = [r for r in rows if r["way"] == "mirrored"][0]
     assert len(set(mirrored["devices"].split())) == 2 and mirrored["replica_kind"]
+    assert {r["policy"] for r in rows} == {"mixed_bfloat16"}          # --policy reached the script
     assert (out / "bench.png").stat().st_size > 1000
 
 
@@ -258,24 +176,10 @@ def test_cli_writes_csv_and_png_in_a_quick_configuration(tmp_path, capsys, monke
 ])
 def test_cli_rejects_bad_arguments_before_starting_children(argv, match, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(bench, "run_child", lambda *a, **k: pytest.fail("no child may start"))
+    monkeypatch.setattr(bench, "run_script", lambda *a, **k: pytest.fail("no child may start"))
     with pytest.raises(SystemExit, match=match):
         bench.main(argv)
     assert not (tmp_path / "x").exists()
-
-
-def test_children_measure_one_at_a_time_after_all_imported(monkeypatch, capsys):
-    """Two fake children: both report ready before either is told to go; results come back in order."""
-    script = ("import sys, json, time; print('BENCH_CHILD_READY', flush=True); sys.stdin.readline(); "
-              "n = int(sys.argv[1]); print(f'[fake] child {n} at {time.time()}', flush=True); "
-              "print('BENCH_RESULT_JSON ' + json.dumps([dict(way='one_device', replicas=n, devices_used=1, "
-              "global_batch=8 * n, samples_per_s=100.0 * n, min_samples_per_s=90.0, max_samples_per_s=110.0, "
-              "steps=2, devices=['/device:CPU:0'], replica_kind='GPUs', policy='float32', note='')]))")
-    monkeypatch.setattr(bench, "_child_command", lambda n, cfg: [sys.executable, "-c", script, str(n)])
-    report = bench.run_benchmark(replicas=(1, 3), ways=("one_device",), **TINY)
-    out = capsys.readouterr().out
-    assert out.index("[fake] child 1") < out.index("[fake] child 3")
-    assert [m.samples_per_s for m in report.measurements] == [100.0, 300.0]
 
 
 def test_child_env_caps_a_gpu_split_only_when_this_process_holds_devices(monkeypatch):
@@ -424,3 +328,8 @@ def test_the_notebooks_script_runs_here_and_in_a_fresh_process(tmp_path, replica
         assert m.global_batch == TINY["batch_per_replica"] * n and len(set(m.devices)) == n
         assert m.steps == TINY["steps"] and m.hardware
     assert report.get("one_device", 3).devices_used == 1
+
+
+def test_make_bench_runs_exactly_the_lessons_script(tmp_path):
+    """bench.CLI_SCRIPT is what lesson 06's %%writefile cells write: edit one, edit the other."""
+    assert _notebook_script(tmp_path).read_text() == bench.CLI_SCRIPT
