@@ -69,6 +69,9 @@ def test_06_4_wrong_answers(replicas):
 
     _not_yet("06.4", repeated, "each once")
     _not_yet("06.4", lambda x, y, p, s: [x, y], "should return a tf.data.Dataset")
+    distributed = _pipeline(lambda p, s: p * s.num_replicas_in_sync)
+    _not_yet("06.4", lambda x, y, p, s: s.experimental_distribute_dataset(distributed(x, y, p, s)),
+             "return the tf.data.Dataset itself")
 
 
 # ---- 06.5 -----------------------------------------------------------------------------------------

@@ -159,6 +159,9 @@ def _check_make_dataset(answer):
         call = f"make_dataset(x, y, {per_replica}, strategy)"
         if not hasattr(ds, "element_spec"):
             return False, f"{call} returned {describe(ds)}; it should return a tf.data.Dataset"
+        if "Distributed" in type(ds).__name__:
+            return False, (f"{call} returned a {type(ds).__name__}: return the tf.data.Dataset itself, "
+                           "fit (or experimental_distribute_dataset) splits it among the replicas")
         epoch = [yb.numpy() for _, yb in ds]
         if not epoch or epoch[0].ndim != 1:
             return False, f"{call} gives unbatched samples: batch them (fit takes the dataset's batches as they are)"
