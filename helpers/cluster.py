@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence, Union
 
+from .gpus import visible_gpu_ids
+
 HOST = "127.0.0.1"
 #: Job names MultiWorkerMirroredStrategy understands ("ps" is for ParameterServerStrategy).
 JOBS = ("chief", "worker", "evaluator", "ps")
@@ -481,18 +483,6 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec: keep
 def _stop_all() -> None:
     for c in list(_LIVE):
         c.stop()
-
-
-def visible_gpu_ids() -> list[str]:
-    """GPU ids this machine offers (``CUDA_VISIBLE_DEVICES`` if set, else ``nvidia-smi -L``), without TF."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [g for g in (x.strip() for x in env.split(",")) if g and not g.startswith("-")]
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [str(i) for i, ln in enumerate(ln for ln in out.splitlines() if ln.startswith("GPU "))]
 
 
 def usable_cores() -> int:

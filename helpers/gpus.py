@@ -19,6 +19,7 @@ is a clearly labelled SAMPLE output to practise reading it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -165,6 +166,30 @@ def read_nvidia_smi(timeout: float = 20.0) -> tuple[Optional[str], str]:
         why = (proc.stdout + proc.stderr).strip().splitlines()
         return None, f"nvidia-smi failed (exit {proc.returncode}): {why[0] if why else 'no output'}"
     return proc.stdout, f"real output of {exe}"
+
+
+def visible_gpu_ids(value: Optional[str] = None, gpus: Optional[Sequence[GpuInfo]] = None) -> list[str]:
+    """The GPU ids a child process may be given, without starting TensorFlow or CUDA.
+
+    ``value`` is a ``CUDA_VISIBLE_DEVICES`` value (default: this process's); ``gpus`` the machine's
+    GPUs (default: read with ``nvidia-smi``, ``[]`` without it). Unset: every GPU, as ``"0"``,
+    ``"1"``, ... Set: its entries, checked by :func:`parse_cuda_visible_devices` and cut, as CUDA
+    does, at the first entry the machine cannot provide (:func:`resolve_visible`). Without
+    ``nvidia-smi`` the entries cannot be checked against hardware and are returned as written.
+    This is the course's one reading of GPU ids: the launcher (lesson 07) and JAX's device choice
+    (lesson 08) use it.
+    """
+    value = os.environ.get("CUDA_VISIBLE_DEVICES") if value is None else value
+    if gpus is None:
+        text, _ = read_nvidia_smi() if shutil.which("nvidia-smi") else (None, "")
+        gpus = parse_nvidia_smi_csv(text) if text else []
+    entries = parse_cuda_visible_devices(value)
+    if entries is None:
+        return [str(i) for i in range(len(gpus))]
+    if not gpus:
+        return [str(e) for e in entries]
+    kept = resolve_visible(value, list(gpus)).visible
+    return [str(e) for e in entries[: len(kept)]]
 
 
 def normalize_bus_id(bus_id: str) -> str:

@@ -42,7 +42,7 @@ def choose_jax_platform(n: int = 4) -> str:
         return "cpu" if jax.default_backend() == "cpu" else "accelerators"
     if os.environ.get("JAX_PLATFORMS"):
         return "cpu" if os.environ["JAX_PLATFORMS"].strip() == "cpu" else "accelerators"
-    from .cluster import visible_gpu_ids
+    from .gpus import visible_gpu_ids
 
     if len(visible_gpu_ids()) >= n:
         return "accelerators"

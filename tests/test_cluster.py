@@ -164,13 +164,6 @@ def test_gpu_assignment():
         cluster.gpu_assignment(2, -1, [])
 
 
-def test_visible_gpu_ids_reads_cuda_visible_devices(monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    assert cluster.visible_gpu_ids() == ["2", "3"]
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
-    assert cluster.visible_gpu_ids() == []
-
-
 # ----------------------------------------------------------------------------- logs
 
 # What a worker's log looks like when Keras 3 fit fails under MWMS.  Short shape: the message on a

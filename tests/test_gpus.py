@@ -198,3 +198,21 @@ def test_probe_cuda_reports_a_broken_child(monkeypatch):
                         lambda *a, **k: subproc.Result(1, "", "Traceback ...\nOSError: boom\n"))
     with pytest.raises(RuntimeError, match="OSError: boom"):
         gpus.probe_cuda()
+
+
+def test_visible_gpu_ids_one_reading_for_launchers():
+    rows = gpus.parse_nvidia_smi_csv(gpus.SAMPLE_NVIDIA_SMI_CSV)          # 8 GPUs
+    assert gpus.visible_gpu_ids(None, rows) == [str(i) for i in range(8)]
+    assert gpus.visible_gpu_ids("2,3", rows) == ["2", "3"]
+    assert gpus.visible_gpu_ids("-1", rows) == [] and gpus.visible_gpu_ids("", rows) == []
+    assert gpus.visible_gpu_ids("3,9,5", rows) == ["3"]                    # CUDA stops at the first bad entry
+    assert gpus.visible_gpu_ids("3,5", []) == ["3", "5"]                   # no nvidia-smi: as written
+    with pytest.raises(ValueError, match="entry 2 is empty"):
+        gpus.visible_gpu_ids("3,,5", rows)
+
+
+def test_visible_gpu_ids_reads_the_environment(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert gpus.visible_gpu_ids(gpus=[]) == ["2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert gpus.visible_gpu_ids(gpus=[]) == []

@@ -48,10 +48,10 @@ def test_tf_backend_report_refuses_other_backends(monkeypatch, replicas):
 def test_choose_jax_platform(monkeypatch):
     monkeypatch.delitem(sys.modules, "jax", raising=False)
     monkeypatch.delenv("JAX_PLATFORMS", raising=False)
-    monkeypatch.setattr("helpers.cluster.visible_gpu_ids", lambda: ["0", "1", "2", "3"])
+    monkeypatch.setattr("helpers.gpus.visible_gpu_ids", lambda: ["0", "1", "2", "3"])
     assert meshes.choose_jax_platform(4) == "accelerators"
     assert "JAX_PLATFORMS" not in os.environ
-    monkeypatch.setattr("helpers.cluster.visible_gpu_ids", lambda: ["0"])
+    monkeypatch.setattr("helpers.gpus.visible_gpu_ids", lambda: ["0"])
     assert meshes.choose_jax_platform(4) == "cpu"
     assert os.environ["JAX_PLATFORMS"] == "cpu"
     assert meshes.choose_jax_platform(4) == "cpu"  # already decided
