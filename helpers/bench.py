@@ -243,21 +243,15 @@ def progress_line(m: Measurement) -> str:
 
 
 def _child_env() -> dict:
-    from .subproc import _SCRUB  # the same scrubbed environment as helpers.subproc.run_python
+    from .subproc import child_env  # the course's one child-process environment policy
 
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    env["PYTHONUNBUFFERED"] = "1"
-    env["KERAS_BACKEND"] = "tensorflow"
+    env = child_env({"TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"})
     if configured_replicas() is not None:
         # This process (a notebook kernel) already holds its replica devices. If they are one GPU
         # split in two, that share stays allocated while a child splits the same GPU again (e.g.
         # 4 x 3 GiB next to the kernel's 2 x 4 GiB on a 15 GiB Colab T4): cap the child's split.
         # No effect on CPUs or when there are enough whole GPUs (those use memory growth).
         env.setdefault(GPU_MEMORY_ENV, CHILD_GPU_MEMORY_MB)
-    # The child must import *these* helpers even when started from another directory.
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 

@@ -25,7 +25,6 @@ From a terminal (same options)::
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import os
 import re
@@ -35,12 +34,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence, Union
 
 from .gpus import visible_gpu_ids
+from .subproc import child_env, start, track, untrack
 
 HOST = "127.0.0.1"
 #: Job names MultiWorkerMirroredStrategy understands ("ps" is for ParameterServerStrategy).
@@ -58,7 +57,6 @@ _EXC_RE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\
 #: banner, a ``[worker 1] ...`` line of a worker script, ``Exception ignored in ...`` at shutdown.
 _EXC_END_RE = re.compile(r"^(Traceback \(most recent call last\)|During handling of the above exception"
                          r"|The above exception was the direct cause|Exception ignored|\[[\w-]+ \d+\] )")
-_ROOT = Path(__file__).resolve().parent.parent
 
 
 class ClusterSpecError(ValueError):
@@ -463,28 +461,6 @@ class ClusterResult:
 
 # --------------------------------------------------------------------------- processes
 
-_LIVE: "weakref.WeakSet[LocalCluster]" = weakref.WeakSet()
-_PRCTL = None
-if sys.platform.startswith("linux"):
-    try:
-        import ctypes
-
-        _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # resolved in the parent, called in the child
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
-        _PRCTL = None
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec: keep it tiny
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the kernel kills us if the launcher dies
-
-
-@atexit.register
-def _stop_all() -> None:
-    for c in list(_LIVE):
-        c.stop()
-
-
 def usable_cores() -> int:
     """CPU cores this process may run on (its affinity mask: ``taskset -c 0`` gives 1), at least 1."""
     try:
@@ -572,24 +548,17 @@ class LocalCluster:
             raise RuntimeError("this cluster was already started; create a new LocalCluster to run again")
         check_ports_free(self.spec)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        base = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "KERAS_BACKEND", "XLA_FLAGS")}
-        base.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        base = child_env()  # the course's one policy (helpers.subproc): plain, unbuffered, no parent-only settings
         if self.cpu_threads:
             base["TF_NUM_INTRAOP_THREADS"] = base["TF_NUM_INTEROP_THREADS"] = str(self.cpu_threads)
-        base["PYTHONUNBUFFERED"] = "1"
-        base.setdefault("PYTHON_COLORS", "0")  # plain logs: the kernel's FORCE_COLOR would colour 3.13's tracebacks
-        base["PYTHONPATH"] = os.pathsep.join([str(_ROOT)] + [p for p in [base.get("PYTHONPATH")] if p])
-        _LIVE.add(self)
+        track(self)
         self._t0 = time.time()
         try:
             for (job, index), cuda in zip(self.tasks, self.cuda):
                 env = dict(base, TF_CONFIG=tf_config(self.spec, job, index), CUDA_VISIBLE_DEVICES=cuda,
                            **self.extra_env)
-                with open(self.log_path(len(self.procs)), "wb") as log:
-                    self.procs.append(subprocess.Popen(
-                        [sys.executable, *self.command], env=env, stdout=log, stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL, start_new_session=True,
-                        preexec_fn=_die_with_parent if self.die_with_parent else None))
+                self.procs.append(start([sys.executable, *self.command], self.log_path(len(self.procs)), env,
+                                        die_with_parent=self.die_with_parent))
         except BaseException:
             self.stop()
             raise
@@ -652,7 +621,7 @@ class LocalCluster:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:  # pragma: no cover - a process in uninterruptible sleep
                 pass
-        _LIVE.discard(self)
+        untrack(self)
 
     # -- watching
     def new_lines(self, i: int) -> list[str]:

@@ -7,7 +7,6 @@ the same 20 lines copied into nine notebooks.
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import sys
@@ -158,6 +157,8 @@ def scratch_dir(name: str) -> Path:
         shutil.rmtree(path)
     path.mkdir(parents=True)
     if not _SCRATCH_MADE:
-        atexit.register(_remove_scratch)
+        from .subproc import at_exit
+
+        at_exit(_remove_scratch)  # the course's one exit hook: after any child still using the folder is stopped
     _SCRATCH_MADE.add(path)
     return path

@@ -28,7 +28,6 @@ From a notebook::
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import runpy
@@ -36,17 +35,15 @@ import signal
 import subprocess
 import sys
 import time
-import weakref
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from .cluster import _check_command, _die_with_parent, error_summary, strip_noise
+from .cluster import _check_command, error_summary, strip_noise
+from .subproc import child_env, start, track, untrack
 
 EPOCH_LOG = "epochs.jsonl"
 RESULT = "result.json"
 WEIGHTS = "final.weights.npz"
-_ROOT = Path(__file__).resolve().parent.parent
-_LIVE: "weakref.WeakSet[TrainingRun]" = weakref.WeakSet()
 
 
 class TrainingFailedError(RuntimeError):
@@ -118,18 +115,10 @@ class TrainingRun:
         while (self.out_dir / f"run-{n}.log").exists():
             n += 1
         self.log_path = self.out_dir / f"run-{n}.log"
-        env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "KERAS_BACKEND", "XLA_FLAGS")}
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env = child_env(self.extra_env)  # the course's one policy (helpers.subproc)
         env.setdefault("MULTIGPU_GPU_MEMORY_MB", "1024")  # a split GPU must also hold the notebook's share
-        env["PYTHONUNBUFFERED"] = "1"
-        env.setdefault("PYTHON_COLORS", "0")  # plain logs even under a kernel's FORCE_COLOR (Python 3.13)
-        env["PYTHONPATH"] = os.pathsep.join([str(_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
-        env.update(self.extra_env)
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, *self.argv], env=env, stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, preexec_fn=_die_with_parent)
-        _LIVE.add(self)
+        self.proc = start([sys.executable, *self.argv], self.log_path, env)
+        track(self)
         return self
 
     def __enter__(self) -> "TrainingRun":
@@ -224,13 +213,7 @@ class TrainingRun:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:  # pragma: no cover - uninterruptible sleep
                 pass
-        _LIVE.discard(self)
-
-
-@atexit.register
-def _stop_all() -> None:
-    for run_ in list(_LIVE):
-        run_.stop()
+        untrack(self)
 
 
 def run(command: Union[str, Sequence[str]], out_dir: Union[str, Path], *, timeout: float = 300,

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import resume
+from helpers import resume, subproc
 from helpers.resume import TrainingFailedError, TrainingRun, TrainingTimeoutError
 from helpers.cluster import pid_alive as alive
 
@@ -154,7 +154,7 @@ def test_leaving_the_with_block_or_the_interpreter_stops_the_process(fake):
             raise KeyError("a cell fails halfway")
     assert job.returncode == -signal.SIGKILL
     other = fake(epochs=2, epoch_s=60, out="other").start()
-    resume._stop_all()  # what the atexit hook does
+    subproc.stop_all()  # what the one atexit hook does
     assert other.returncode == -signal.SIGKILL
 
 

@@ -27,3 +27,60 @@ def test_bad_arguments():
 
 def test_last_error_line_empty():
     assert Result(0, "", "just text\n").last_error_line() == ""
+
+
+def test_child_env_is_the_one_policy(monkeypatch):
+    from helpers import subproc
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    monkeypatch.setenv("TF_CONFIG", "{}")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("PYTHON_COLORS", raising=False)
+    env = subproc.child_env({"XLA_FLAGS": "--x"})
+    assert "KERAS_BACKEND" not in env and "TF_CONFIG" not in env and env["XLA_FLAGS"] == "--x"
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"                       # a launcher passes the learner's GPUs on
+    assert "CUDA_VISIBLE_DEVICES" not in subproc.child_env(fresh_devices=True)
+    assert env["PYTHONUNBUFFERED"] == "1" and env["PYTHON_COLORS"] == "0"
+    assert env["TF_CPP_MIN_LOG_LEVEL"] == subproc.child_env({"TF_CPP_MIN_LOG_LEVEL": "2"})["TF_CPP_MIN_LOG_LEVEL"]
+
+
+def test_one_exit_hook_stops_children_then_cleans_up(tmp_path):
+    code = f"""
+import sys, time
+from pathlib import Path
+from helpers import subproc
+
+class Launcher:
+    def __init__(self):
+        self.proc = subproc.start([sys.executable, "-c", "import time; time.sleep(60)"],
+                                  {str(tmp_path / 'child.log')!r}, subproc.child_env())
+        subproc.track(self)
+    def stop(self):
+        self.proc.kill(); self.proc.wait()
+        Path({str(tmp_path / 'order')!r}).open("a").write("stopped\\n")
+
+L = Launcher()
+print(L.proc.pid, flush=True)
+subproc.at_exit(lambda: Path({str(tmp_path / 'order')!r}).open("a").write("cleaned\\n"))
+"""
+    import subprocess, sys, os
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    pid = int(r.stdout.split()[0])
+    assert (tmp_path / "order").read_text() == "stopped\ncleaned\n"
+    try:
+        os.kill(pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive
+
+
+def test_bad_arguments():
+    from helpers import subproc
+    with pytest.raises(ValueError):
+        subproc.track(object())
+    with pytest.raises(ValueError):
+        subproc.at_exit("not callable")
+    with pytest.raises(ValueError):
+        subproc.start([], "/tmp/x.log", {})
