@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .subproc import child_env
+
 #: Set to a Python interpreter to use as the capsule (a missing path means "no capsule").
 CAPSULE_ENV = "MULTIGPU_CAPSULE_PYTHON"
 HERE = Path(__file__).resolve().parent
@@ -211,7 +213,9 @@ def run_live(name: str, python: Optional[os.PathLike] = None, timeout: float = 1
                                 f"{CAPSULE_ENV} to a Python 3.6 with tensorflow 1.3.0 + keras 2.1.3)")
     script = SCRIPTS_DIR / f"{name}.py"
     work = Path(tempfile.mkdtemp(prefix="capsule-"))
-    env = {k: v for k, v in os.environ.items()
+    # The course's one child policy (helpers.subproc), minus what would steer a *different* interpreter
+    # (Python 3.6, TF 1.3) wrongly: today's Python paths, virtualenv, Keras/TF/CUDA settings.
+    env = {k: v for k, v in child_env(fresh_devices=True).items()
            if not k.startswith(("PYTHON", "KERAS", "TF_", "CUDA_", "XLA_", "VIRTUAL_ENV"))}
     env.update(HOME=str(work), TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
                PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", KERAS_BACKEND="tensorflow")
