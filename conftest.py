@@ -128,7 +128,8 @@ def output_problems(outputs, driver: bool | None = None) -> list:
     problems = []
     for out in outputs or []:
         kind = out.get("output_type")
-        if kind == "stream":
+        # Native noise arrives on stderr; a lesson that quotes such a line on purpose prints it (stdout).
+        if kind == "stream" and out.get("name") == "stderr":
             for line in out.get("text", "").splitlines():
                 if any(re.search(p, line) for p in noise):
                     problems.append(f"native start-up noise in {out.get('name')}: {line.strip()[:120]}")

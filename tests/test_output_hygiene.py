@@ -32,6 +32,11 @@ def test_noise_and_stray_results_are_named():
     assert "absl::InitializeLog" in problems[0] and "Out[...]: False" in problems[2]
 
 
+def test_a_line_quoted_on_stdout_is_the_lesson_not_noise():
+    outs = [_stream("what TensorFlow said about CUDA:\n  E0000 failed call to cuInit: UNKNOWN ERROR (303)\n", "stdout")]
+    assert root_conftest.output_problems(outs, driver=False) == []
+
+
 def test_cuinit_counts_only_without_a_driver():
     outs = [_stream("E0000 failed call to cuInit: CUDA_ERROR_NO_DEVICE\n")]
     assert root_conftest.output_problems(outs, driver=True) == []
