@@ -24,14 +24,11 @@ from . import course
 NAME_RE = re.compile(r"^(\d\d)_[a-z0-9]+(?:_[a-z0-9]+)*\.ipynb$")
 BADGE_MARK = "<!-- badges -->"
 
-BOOTSTRAP_SOURCE = f'''# Setup 1/2 - bootstrap. On Colab: install the course helpers (TensorFlow is already there).
-# Locally, on Binder and in CI the helpers are installed already and this cell does nothing.
+BOOTSTRAP_SOURCE = f'''# Setup 1/2 - on Colab or Kaggle, install the course helpers (TensorFlow, Keras and JAX are already there).
 import importlib.util, os, subprocess, sys
-if ("google.colab" in sys.modules or os.environ.get("MULTIGPU_FORCE_BOOTSTRAP")) \\
-        and importlib.util.find_spec("helpers") is None:
-    url = os.environ.get("{course.REPO_URL_ENV}", "{course.REPO_URL}")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"git+{{url}}"], check=True)
-    print("installed the course helpers from", url)'''
+if importlib.util.find_spec("helpers") is None:
+    source = os.environ.get("{course.HELPERS_SOURCE_ENV}", "{course.HELPERS_SOURCE}")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)'''
 
 #: The kernelspec every notebook records. `make lab` installs its kernel under the same name and display name
 #: (the Makefile's KERNEL_DISPLAY_NAME; a test keeps them equal), so JupyterLab opens a notebook unmodified.

@@ -2,8 +2,8 @@
 
 We cannot run Colab in CI, so we rebuild its situation: a fresh virtualenv that
 already has TensorFlow & co. (like Colab) but not the helpers, a local git clone
-standing in for GitHub (``MULTIGPU_COURSE_REPO_URL``), and ``MULTIGPU_FORCE_BOOTSTRAP=1``
-standing in for ``google.colab`` being imported. Then 00_start_here runs top to bottom.
+standing in for GitHub (``MULTIGPU_HELPERS=git+file://...``). The bootstrap installs the helpers whenever
+they are missing, as on Colab and Kaggle. Then 00_start_here runs top to bottom.
 """
 
 import json
@@ -67,8 +67,7 @@ def test_notebook_bootstraps_from_git_outside_repo(tmp_path, monkeypatch):
         "argv": [str(py), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "colab-like", "language": "python"}))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-    monkeypatch.setenv("MULTIGPU_FORCE_BOOTSTRAP", "1")
-    monkeypatch.setenv("MULTIGPU_COURSE_REPO_URL", url)
+    monkeypatch.setenv("MULTIGPU_HELPERS", f"git+{url}")
 
     work = tmp_path / "elsewhere"
     work.mkdir()
@@ -80,6 +79,6 @@ def test_notebook_bootstraps_from_git_outside_repo(tmp_path, monkeypatch):
 
     def text(cell):
         return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
-    assert "installed the course helpers from " + url in text(nb.cells[2])
+    assert nb.cells[2].get("outputs", []) == [] or "ERROR" not in text(nb.cells[2])   # pip -q: quiet when it works
     origin = text(nb.cells[-1]).split("HELPERS_FROM", 1)[1].strip()
     assert origin.startswith(str(tmp_path / "venv")) and str(ROOT) not in origin
