@@ -37,7 +37,7 @@ LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 PYTEST_ARGS ?=
 NB_CELL_TIMEOUT ?= 600
 
-# The kernel name and display name every notebook records (helpers/template.py; a test keeps them equal).
+# The kernel name and display name every notebook records (tests/nbtemplate.py; a test keeps them equal).
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 # Test-time environment: reproducible hashing. No TensorFlow log variable and no matplotlib backend are set:
 # notebooks run as a learner's kernel does (tests/conftest.py sets them for unit tests only).
@@ -124,8 +124,8 @@ gpu-check: $(STAMP)
 	  -p no:cacheprovider --nbval-cell-timeout=$(NB_CELL_TIMEOUT) $(PYTEST_ARGS)
 
 sync-notebooks: $(STAMP)
-	$(PY) -m helpers.template sync
-	$(PY) -m helpers.template check
+	$(PY) tests/nbtemplate.py sync
+	$(PY) tests/nbtemplate.py check
 
 clean:
 	rm -rf .venv .venv-hosted $(CAPSULE) _build _output

@@ -180,7 +180,11 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if not any("tests" in str(a) for a in session.config.args):
         return
-    from helpers import troubleshooting
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("error_index", root / "tests" / "error_index.py")
+    troubleshooting = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(troubleshooting)
 
     missing = troubleshooting.missing(troubleshooting.load(root / "TROUBLESHOOTING.md"), "\n".join(_OUTPUT))
     tr = session.config.pluginmanager.get_plugin("terminalreporter")

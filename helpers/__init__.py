@@ -9,7 +9,6 @@ Modules, by concept:
     errors     ``expect_error`` for errors shown on purpose
     data       offline digits / CIFAR-10 loader
     notebook   ``setup_notebook``, ``scratch_dir``
-    template   the notebook template and its hygiene checks
     exercises  self-checks and solutions (one module per lesson)
     subproc    run a snippet in a fresh interpreter (device/backend settings)
     models     the small models every lesson trains
@@ -18,7 +17,7 @@ Modules, by concept:
     placement  SplitModel; evidence of where weights live and ops run         - lesson 01
     gpus       nvidia-smi parsing, CUDA_VISIBLE_DEVICES checks, CUDA probe    - lesson 02
     legacy     multi_gpu_model re-implemented on Keras 3 (for teaching)       - lesson 03
-    strategy   batch/learning-rate arithmetic, scope checks, replica splits   - lesson 03
+    replica_checks  scope checks, replica splits, batch/learning-rate arithmetic - lesson 03
     capsule    the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3)      - lessons 04/05
     batchnorm  TF 1.3's zero-debias naming, per-replica BatchNorm drift       - lesson 04
     callbacks  ParallelModelCheckpoint                                        - lesson 05
@@ -29,7 +28,9 @@ Modules, by concept:
     meshes     JAX device choice, keras.distribution on TensorFlow (a report)  - lesson 08
     clinic     weights per step, activation bytes, worker logs                - lesson 09
     memory_report, trace_split   per-device bytes; a profile's time split     - lesson 10
-    troubleshooting  the error index check behind TROUBLESHOOTING.md
+
+Maintainer tools (the notebook template, the error-index check, memcheck, timings) live in
+tests/, not here.
 
 Submodules are imported lazily so that ``import helpers`` never imports
 TensorFlow or Keras (lesson 08 must pick the JAX backend first).

@@ -52,7 +52,7 @@ def slice_sizes(rows: int, parts: int) -> list[int]:
 
     Every tower gets ``rows // parts`` rows and the last one also takes the
     remainder: 10 rows on 3 towers -> [3, 3, 4]; 1 row on 2 towers -> [0, 1].
-    (MirroredStrategy splits differently: :func:`helpers.strategy.replica_split`.)
+    (MirroredStrategy splits differently: :func:`helpers.replica_checks.replica_split`.)
     """
     if not _is_int(rows) or rows < 0:
         raise ValueError(f"rows must be an int >= 0, got {rows!r}")

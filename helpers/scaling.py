@@ -8,7 +8,7 @@ factor as the batch to compensate.  Lesson 06 writes the sweep itself (its
 ``fit`` calls are the lesson); :func:`plot_sweep` only draws its rows.
 
 The batch arithmetic (``global_batch_size``, ``scale_learning_rate``) lives in
-:mod:`helpers.strategy`.
+:mod:`helpers.replica_checks`.
 """
 
 from __future__ import annotations

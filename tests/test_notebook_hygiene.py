@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import template
+import nbtemplate as template  # maintainer code: tests/nbtemplate.py
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

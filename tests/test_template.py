@@ -1,11 +1,11 @@
-"""helpers.template: the skeleton passes its own checks; each rule catches its violation."""
+"""tests/nbtemplate.py: the skeleton passes its own checks; each rule catches its violation."""
 
 import copy
 import json
 
 import pytest
 
-from helpers import template
+import nbtemplate as template  # maintainer code: tests/nbtemplate.py
 
 PATH = "notebooks/07_some_topic.ipynb"
 

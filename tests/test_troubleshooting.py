@@ -1,10 +1,10 @@
-"""helpers.troubleshooting: parsing the error index and matching messages in outputs."""
+"""tests/error_index.py: parsing the error index and matching messages in outputs."""
 
 from pathlib import Path
 
 import pytest
 
-from helpers import troubleshooting as ts
+import error_index as ts  # maintainer code: tests/error_index.py
 
 ROOT = Path(__file__).resolve().parent.parent
 

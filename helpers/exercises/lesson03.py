@@ -35,7 +35,7 @@ def _check_batch_lr(answer):
 
 
 def _solve_batch_lr():
-    from helpers.strategy import global_batch_size, scale_learning_rate
+    from helpers.replica_checks import global_batch_size, scale_learning_rate
 
     batch = global_batch_size(per_replica=32, num_replicas=8)
     return {"batch_size": batch, "learning_rate": scale_learning_rate(0.01, 32, batch, rule="linear")}
@@ -44,7 +44,7 @@ def _solve_batch_lr():
 register("03.1", title="global batch and learning rate on 8 GPUs", checker=_check_batch_lr,
          solution=_solve_batch_lr, expects="dict", wants='a dict {"batch_size": ..., "learning_rate": ...}',
          hint="is the batch_size you pass to fit the batch of one GPU or of all of them? And for which "
-              "batch was the learning rate tuned? (helpers.strategy has the arithmetic.)")
+              "batch was the learning rate tuned? (helpers.replica_checks has the arithmetic.)")
 
 # ---- 03.2: create and compile in the scope ---------------------------------------------------------
 
@@ -54,7 +54,7 @@ def _check_make_model(answer):
     import tensorflow as tf
 
     from helpers.legacy import replica_devices
-    from helpers.strategy import check_distributed
+    from helpers.replica_checks import check_distributed
 
     # ReductionToOneDevice: with the default (collective) all-reduce on CPU replicas, a second
     # MirroredStrategy in the same process reuses the first one's collective keys, and training a
@@ -116,7 +116,7 @@ def _as_sizes(value):
 
 def _check_split(answer):
     from helpers.legacy import slice_sizes
-    from helpers.strategy import replica_split
+    from helpers.replica_checks import replica_split
 
     if set(answer) != {"multi_gpu_model", "mirrored"}:
         return False, ("expected exactly the keys 'multi_gpu_model' and 'mirrored', each a list of 3 ints; "
@@ -141,7 +141,7 @@ def _check_split(answer):
 
 def _solve_split():
     from helpers.legacy import slice_sizes
-    from helpers.strategy import replica_split
+    from helpers.replica_checks import replica_split
 
     return {"multi_gpu_model": slice_sizes(10, 3), "mirrored": replica_split(10, 3)}
 
@@ -256,7 +256,7 @@ def _check_train_on_replicas(answer):
 
     import numpy as np
 
-    from helpers.strategy import check_distributed
+    from helpers.replica_checks import check_distributed
 
     from .lesson01 import practice_strategy, quiet_tf
 

@@ -98,7 +98,7 @@ def _check_resume(answer):
 
     import keras
 
-    from helpers.strategy import check_distributed
+    from helpers.replica_checks import check_distributed
 
     from .lesson01 import practice_strategy, quiet_tf
 

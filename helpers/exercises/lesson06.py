@@ -52,7 +52,7 @@ _BASE_LR, _PER_REPLICA = 0.01, 32  # a one-GPU recipe: batch 32, learning rate 0
 
 
 def _check_lr(answer):
-    from helpers.strategy import global_batch_size, scale_learning_rate
+    from helpers.replica_checks import global_batch_size, scale_learning_rate
 
     for n in (1, 2, 4, 8):
         want = scale_learning_rate(_BASE_LR, _PER_REPLICA, global_batch_size(_PER_REPLICA, n))
@@ -69,7 +69,7 @@ def _check_lr(answer):
 
 
 def _solve_lr():
-    from helpers.strategy import global_batch_size, scale_learning_rate
+    from helpers.replica_checks import global_batch_size, scale_learning_rate
 
     def lr_for(replicas):
         return scale_learning_rate(0.01, 32, global_batch_size(32, replicas))

@@ -222,7 +222,7 @@ ROWS_09_3, GLOBAL_09_3 = 23, 6   # 3 full batches of 6 rows and 5 rows left over
 def _check_dataset(answer):
     import tensorflow as tf
 
-    from helpers.strategy import per_replica_batch_sizes
+    from helpers.replica_checks import per_replica_batch_sizes
 
     from . import describe
 

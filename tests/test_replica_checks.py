@@ -1,9 +1,9 @@
-"""helpers.strategy: batch math checked against the real MirroredStrategy, scope checks, tf.data, plots."""
+"""helpers.replica_checks: batch math checked against the real MirroredStrategy, scope checks, tf.data, plots."""
 
 import numpy as np
 import pytest
 
-from helpers import strategy as st
+from helpers import replica_checks as st
 from helpers.subproc import run_python
 
 
@@ -66,7 +66,7 @@ def test_replica_split_matches_three_real_replicas():
     code = """
 import tensorflow as tf
 from helpers.devices import ensure_devices
-from helpers.strategy import per_replica_batch_sizes, replica_split
+from helpers.replica_checks import per_replica_batch_sizes, replica_split
 s = tf.distribute.MirroredStrategy(ensure_devices(3))
 for total, batch in [(10, 10), (13, 8), (7, 4), (2, 8)]:
     got = per_replica_batch_sizes(s, tf.data.Dataset.range(total).batch(batch))
