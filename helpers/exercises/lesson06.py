@@ -69,10 +69,9 @@ def _check_lr(answer):
 
 
 def _solve_lr():
-    from helpers.replica_checks import global_batch_size, scale_learning_rate
-
     def lr_for(replicas):
-        return scale_learning_rate(0.01, 32, global_batch_size(32, replicas))
+        global_batch = 32 * replicas         # 32 rows per replica
+        return 0.01 * global_batch / 32      # linear rule: the rate grows with the global batch
 
     return lr_for
 
