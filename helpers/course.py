@@ -75,7 +75,7 @@ LESSONS = [
     ("04_batchnorm_variable_error.ipynb", "The BatchNorm variable error",
      "'moving_mean/biased already exists': reproduced, explained, fixed; SyncBatchNorm today"),
     ("05_pickling_checkpoint_error.ipynb", "The pickling / checkpoint error",
-     "'can't pickle module objects' and ParallelModelCheckpoint; checkpointing under a strategy today"),
+     "'can't pickle module objects' and ParallelModelCheckpoint; checkpoints under a strategy, BackupAndRestore after a kill"),
     ("06_scaling_and_performance.ipynb", "Does it get faster?",
      "a scaling benchmark, batch and learning-rate scaling, mixed precision, input pipelines"),
     ("07_multi_worker_and_fault_tolerance.ipynb", "Beyond one machine",
