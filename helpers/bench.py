@@ -200,38 +200,6 @@ def mixed_policy_for(devices: Sequence[str]) -> str:
     return "mixed_float16" if all("GPU" in d.upper() for d in devices) else "mixed_bfloat16"
 
 
-#: How far each :func:`mirrored_strategy` moves the collective keys (TF's own tests use 100000).
-_KEY_STEP = 100_000
-
-
-def mirrored_strategy(devices: Sequence[str]):
-    """A ``tf.distribute.MirroredStrategy`` over ``devices`` whose collective keys no other strategy uses.
-
-    Why: every MirroredStrategy numbers its all-reduce ops from the same collective
-    keys.  Two strategies in one process that all-reduce tensors of different shapes
-    (e.g. two different models) collide: TensorFlow aborts *every* later collective op
-    in the process ("Shape mismatch in the collective instance 100 ...").  TensorFlow's
-    own test utilities avoid it by moving ``MirroredStrategy._collective_key_base``
-    before each strategy; so does this function - before, and again after, so that a
-    plain ``MirroredStrategy`` created later in the same process starts from unused keys
-    too.  The all-reduce algorithm is TensorFlow's default, so the benchmark measures
-    what ``MirroredStrategy(devices)`` gives you.
-    """
-    import tensorflow as tf
-
-    devices = list(devices)
-    if not devices:
-        raise ValueError("devices must name at least one replica device (0 replicas given)")
-    cls = tf.distribute.MirroredStrategy
-    has_base = isinstance(getattr(cls, "_collective_key_base", None), int)
-    if has_base:
-        cls._collective_key_base += _KEY_STEP
-    strategy = cls(devices)
-    if has_base:
-        cls._collective_key_base += _KEY_STEP
-    return strategy
-
-
 def progress_line(m: Measurement) -> str:
     """One human line for a finished run."""
     head = f"[bench] {m.replicas} replica(s) | {WAY_LABELS.get(m.way, m.way):<31}"
@@ -280,7 +248,7 @@ CLI_SCRIPT = '''\
 import json, sys, time
 import keras
 import tensorflow as tf
-from helpers import bench, devices, legacy, models
+from helpers import devices, legacy, models
 
 class StepTimer(keras.callbacks.Callback):
     """Records time.perf_counter() when each training step ends."""
@@ -308,33 +276,33 @@ def build(s, towers=0):
                   jit_compile=False)                 # no XLA: compare the ways, not the compilers
     return model
 
-def measure(way, used, s):     # -> (devices used, global batch, samples/s of each timed step)
+def measure(way, strategy, s):  # -> (devices used, global batch, samples/s of each timed step)
     keras.utils.set_random_seed(0)                   # the same starting weights for every way
+    used = ["/device:" + d.split("/device:")[-1] for d in strategy.extended.worker_devices]
+    global_batch = s["batch_per_replica"] * strategy.num_replicas_in_sync   # the same for every way
     if way == "mirrored":
-        strategy = bench.mirrored_strategy(used)     # tf.distribute.MirroredStrategy(used), fresh keys
-        with strategy.scope():
+        with strategy.scope():                       # the caller's strategy, made once per process
             model = build(s)
-        global_batch = s["batch_per_replica"] * strategy.num_replicas_in_sync
         return used, global_batch, timed_fit(model, s, global_batch)
-    global_batch = s["batch_per_replica"] * len(used)  # the same global batch as MirroredStrategy
     if way == "towers":
         return used, global_batch, timed_fit(build(s, towers=len(used)), s, global_batch)
     with tf.device(used[0]):                         # one device takes the whole global batch
         return used[:1], global_batch, timed_fit(build(s), s, global_batch)
 
-def run(way, replica_devices, s):                  # measure() as a JSON-ready dict, and where it ran
-    used, global_batch, rates = measure(way, replica_devices, s)
-    return {"way": way, "replicas": len(replica_devices), "devices": used, "global_batch": global_batch,
-            "samples_per_s": rates, "kind": devices.replica_kind(), "gpus": devices.gpu_names(),
-            "policy": keras.mixed_precision.global_policy().name}
+def run(way, strategy, s):                           # measure() as a JSON-ready dict, and where it ran
+    used, global_batch, rates = measure(way, strategy, s)
+    return {"way": way, "replicas": strategy.num_replicas_in_sync, "devices": used,
+            "global_batch": global_batch, "samples_per_s": rates, "kind": devices.replica_kind(),
+            "gpus": devices.gpu_names(), "policy": keras.mixed_precision.global_policy().name}
 
 if __name__ == "__main__":                           # python bench_child.py REPLICAS SETTINGS_JSON
     n, s = int(sys.argv[1]), json.loads(sys.argv[2])
     replica_devices = devices.ensure_devices(n)      # first: the device list is fixed once TF starts
+    strategy = tf.distribute.MirroredStrategy(replica_devices)   # this process's one strategy
     keras.mixed_precision.set_global_policy(s["policy"] or "float32")   # make bench --policy ...
     for way in s["ways"]:
         if way != "towers" or n > 1:                 # multi_gpu_model needs >= 2 devices
-            print(json.dumps(run(way, replica_devices, s)), flush=True)
+            print(json.dumps(run(way, strategy, s)), flush=True)
 '''
 
 

@@ -15,9 +15,11 @@ def tf():
 
 @pytest.fixture(scope="module")
 def strategy(replicas, tf):
-    # No collective ops: every MirroredStrategy in a process starts at the same collective keys, and a
-    # second strategy whose tensors have other shapes aborts all collectives ("Shape mismatch in the
-    # collective instance 100"). Other test modules create strategies in this process too.
+    # The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
+    # one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
+    # strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
+    # cross_device_ops=tf.distribute.ReductionToOneDevice().
+    # A test process is a kernel too: its one default strategy is tests/test_bench.py's benchmark.
     return tf.distribute.MirroredStrategy(replicas, cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 

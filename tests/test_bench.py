@@ -126,26 +126,6 @@ def test_report_csv_and_plot(tmp_path):
     plt.close(fig)
 
 
-def test_mirrored_strategy_gives_each_strategy_its_own_collective_keys(replicas):
-    """Two strategies training models of different shapes in one process: no collective clash."""
-    import numpy as np
-    import tensorflow as tf
-
-    from helpers.models import small_mlp
-
-    base = tf.distribute.MirroredStrategy._collective_key_base
-    for hidden in (3, 5):
-        strategy = bench.mirrored_strategy(replicas)
-        assert strategy.num_replicas_in_sync == 2
-        with strategy.scope():
-            model = small_mlp(4, 2, hidden=hidden)
-            model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
-        model.fit(np.zeros((8, 4), "float32"), np.zeros(8, "int64"), batch_size=4, verbose=0)
-    assert tf.distribute.MirroredStrategy._collective_key_base == base + 4 * bench._KEY_STEP
-    with pytest.raises(ValueError, match="0 replicas"):
-        bench.mirrored_strategy([])
-
-
 # -- the command line (`make bench`): the lesson's script in fresh processes --------------------------
 
 def test_cli_writes_csv_and_png_in_a_quick_configuration(tmp_path, capsys, monkeypatch):
@@ -310,14 +290,23 @@ def _notebook_script(tmp_path):
 
 
 def test_the_notebooks_script_runs_here_and_in_a_fresh_process(tmp_path, replicas, capsys):
-    """The lesson's script: imported here (2 replicas, every way) and run in a child (3 replicas)."""
+    """The lesson's script: imported here (1 and 2 replicas, every way) and run in a child (3 replicas).
+
+    As in the lesson, the caller makes the strategies once and passes them to ``run``. The collective-key
+    policy (lesson 04, "A trap when you re-run cells"): this is the one multi-replica MirroredStrategy with
+    the default (collective) all-reduce in the test process; every other multi-replica strategy in it passes
+    cross_device_ops=tf.distribute.ReductionToOneDevice(). A one-replica strategy has nothing to all-reduce.
+    """
     import keras
+    import tensorflow as tf
 
     script = _notebook_script(tmp_path)
     cfg = bench.make_config(replicas=(1, 2, 3), **TINY)
     child = bench.load_script(script)
-    here = [child.run(way, replicas[:n], cfg.to_dict()) for n in (1, 2) for way in cfg.ways
+    strategies = {1: tf.distribute.MirroredStrategy(replicas[:1]), 2: tf.distribute.MirroredStrategy(replicas)}
+    here = [child.run(way, strategies[n], cfg.to_dict()) for n in (1, 2) for way in cfg.ways
             if way != "towers" or n > 1]
+    assert [r["devices"] for r in here if r["way"] == "mirrored"] == [list(replicas[:1]), list(replicas)]
     assert keras.mixed_precision.global_policy().name == "float32"
     fresh = bench.run_script(script, 3, cfg, echo=False)
     report = bench.make_report(here + fresh, cfg)

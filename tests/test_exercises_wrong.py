@@ -58,6 +58,11 @@ def test_values_00_to_02(key, answer, words, replicas):
 def test_01_1_per_replica_value_is_named(replicas):
     import tensorflow as tf
 
+    # The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
+    # one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
+    # strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
+    # cross_device_ops=tf.distribute.ReductionToOneDevice().
+    # A test process is a kernel too: its one default strategy is tests/test_bench.py's benchmark.
     strategy = tf.distribute.MirroredStrategy(replicas, cross_device_ops=tf.distribute.ReductionToOneDevice())
     per_replica = strategy.run(lambda: tf.constant([1.0]))
     ok, text = exercises.verdict("01.1", per_replica)

@@ -9,12 +9,13 @@ from helpers.subproc import run_python
 
 @pytest.fixture(scope="module")
 def mirrored(replicas):
-    """Two replicas; ReductionToOneDevice so that no collective keys are used in this process.
+    """Two replicas; ReductionToOneDevice, so that no collective keys are used.
 
-    With CPU replicas, every MirroredStrategy with the default collective all-reduce starts
-    from the same collective keys, so training models of different shapes under two of them
-    in one process aborts all collective ops ("Shape mismatch in the collective instance").
-    The tests of other modules must not inherit that.
+    The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
+    one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
+    strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
+    cross_device_ops=tf.distribute.ReductionToOneDevice().
+    A test process is a kernel too: its one default strategy is tests/test_bench.py's benchmark.
     """
     import tensorflow as tf
 

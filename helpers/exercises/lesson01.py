@@ -138,9 +138,11 @@ _PRACTICE: dict = {}
 def practice_strategy():
     """A MirroredStrategy over two replica devices, made once per process and reused by the checkers.
 
-    ReductionToOneDevice: a second strategy with the default collective all-reduce would reuse the
-    notebook strategy's collective keys, and all-reducing other shapes aborts every collective op in
-    the kernel ("Shape mismatch in the collective instance"). A check must never break the kernel.
+    The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
+    one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
+    strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
+    cross_device_ops=tf.distribute.ReductionToOneDevice().
+    This is a checker's strategy: a check must never break the kernel.
     """
     if "strategy" not in _PRACTICE:
         import tensorflow as tf

@@ -54,10 +54,11 @@ def _check_make_model(answer):
     from helpers.legacy import replica_devices
     from helpers.replica_checks import check_distributed
 
-    # ReductionToOneDevice: with the default (collective) all-reduce on CPU replicas, a second
-    # MirroredStrategy in the same process reuses the first one's collective keys, and training a
-    # model of another shape aborts every collective op in the kernel ("Shape mismatch in the
-    # collective instance ..."). This check must never break the learner's kernel.
+    # The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
+    # one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
+    # strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
+    # cross_device_ops=tf.distribute.ReductionToOneDevice(). This is a checker's:
+    # a check must never break the learner's kernel.
     strategy = tf.distribute.MirroredStrategy(replica_devices(),
                                               cross_device_ops=tf.distribute.ReductionToOneDevice())
     model = answer(strategy)

@@ -84,8 +84,11 @@ def _solve_saved():
     from helpers import batchnorm
     from helpers.devices import ensure_devices
 
-    # A second strategy in one kernel: ReductionToOneDevice keeps it off the collective-op keys of
-    # the first one (same keys + other shapes = "Shape mismatch in the collective instance").
+    # The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
+    # one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
+    # strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
+    # cross_device_ops=tf.distribute.ReductionToOneDevice(). This is a checker's:
+    # a check must never break the learner's kernel.
     strategy = tf.distribute.MirroredStrategy(ensure_devices(2),
                                               cross_device_ops=tf.distribute.ReductionToOneDevice())
     answer = {}

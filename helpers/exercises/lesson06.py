@@ -135,14 +135,20 @@ def _steps(dataset) -> list[str]:
 
 
 def _lesson_strategy():
-    """A MirroredStrategy over this process's replicas (the notebook's REPLICAS; 2 devices if none yet)."""
+    """A checker's MirroredStrategy over this process's replicas (the notebook's REPLICAS, else 2 devices).
+
+    The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
+    one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
+    strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
+    cross_device_ops=tf.distribute.ReductionToOneDevice().
+    """
     import tensorflow as tf
 
     from helpers import devices
 
     configured = getattr(devices, "_configured", None)
     names = configured[1] if configured is not None else devices.ensure_devices(2)
-    return tf.distribute.MirroredStrategy(list(names))
+    return tf.distribute.MirroredStrategy(list(names), cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 
 # 06.4 ------------------------------------------------------------------------------------------

@@ -4,6 +4,11 @@ Each checker runs the learner's code on two replicas (the lesson's devices:
 ``helpers.devices.ensure_devices(2)``) under a throw-away ``MirroredStrategy`` that
 reduces on one device (``ReductionToOneDevice``): it uses no collective ops, so it
 can never disturb the collectives of the strategy the notebook created.
+
+The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
+one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
+strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
+cross_device_ops=tf.distribute.ReductionToOneDevice().
 """
 
 from __future__ import annotations
