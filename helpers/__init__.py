@@ -4,6 +4,7 @@ Modules, by concept:
     config     the quick/full switch (``MULTIGPU_MODE``)
     versions   the running stack and the supported range (``at_least("keras", "3.14")``)
     quiet      TensorFlow's harmless start-up lines kept out of the notebook
+    lazy       classes with a Keras base class, built on first use (the import rule below)
     course     repository URL, badges
     devices    replica devices on 0, 1 or N GPUs (``ensure_devices``)
     errors     ``expect_error`` for errors shown on purpose
@@ -32,8 +33,15 @@ Modules, by concept:
 Maintainer tools (the notebook template, the error-index check, memcheck, timings) live in
 tests/, not here.
 
-Submodules are imported lazily so that ``import helpers`` never imports
-TensorFlow or Keras (lesson 08 must pick the JAX backend first).
+The import rule, one for every module (tests/test_import_rule.py checks it): the frameworks
+(tensorflow, keras, tf_keras, jax, jaxlib, matplotlib, sklearn, scipy, torch) are imported only
+inside the function or method that uses them, never at module level; everything else (the
+standard library, numpy, sibling helpers modules) is imported at the top of the module, never
+inside a function. Why: ``import helpers`` and any ``helpers.<module>`` must not start
+TensorFlow, JAX or matplotlib. Lesson 08 picks the Keras backend after importing helpers, the
+device variables (CUDA_VISIBLE_DEVICES, logical devices) must be set before a framework starts,
+and ``python -m helpers.cluster`` and its worker processes should not pay seconds of TensorFlow
+import they do not need. A class with a framework base class is built on first use (``lazy``).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import json
 import math
 import os
@@ -56,8 +57,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
-from . import config
-from .devices import GPU_MEMORY_ENV
+from . import config, devices
+from .devices import GPU_MEMORY_ENV, KIND_SPLIT_GPU, hardware_label
+from .subproc import child_env
 
 WAYS = ("one_device", "towers", "mirrored")
 WAY_LABELS = {
@@ -211,8 +213,6 @@ def progress_line(m: Measurement) -> str:
 
 
 def _child_env() -> dict:
-    from .subproc import child_env  # the course's one child-process environment policy
-
     env = child_env({"TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"})
     if configured_replicas() is not None:
         # This process (a notebook kernel) already holds its replica devices. If they are one GPU
@@ -225,7 +225,6 @@ def _child_env() -> dict:
 
 def configured_replicas() -> Optional[int]:
     """How many replica devices ``ensure_devices`` configured in this process (None if it did not run)."""
-    from . import devices
 
     configured = getattr(devices, "_configured", None)  # (n, names, kind) once ensure_devices ran
     return None if configured is None else configured[0]
@@ -313,7 +312,6 @@ def load_script(path) -> "object":
     that very file to measure the replica counts it already has devices for, and
     :func:`run_script` runs it in fresh processes for the others - one source of truth.
     """
-    import importlib.util
 
     path = Path(path)
     if not path.is_file():
@@ -345,8 +343,6 @@ def to_measurement(result: dict) -> Measurement:
     rates, used = list(r["samples_per_s"]), list(r["devices"])
     gpus = list(r.get("gpus") or [])
     try:
-        from .devices import KIND_SPLIT_GPU, hardware_label
-
         if r["kind"] == KIND_SPLIT_GPU and len(used) == 1:
             hardware = f"a part of 1 x {gpus[0] if gpus else 'GPU'}"
         else:

@@ -19,10 +19,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-import keras
+from . import lazy
 
 
-class ParallelModelCheckpoint(keras.callbacks.ModelCheckpoint):
+class _ParallelModelCheckpoint:
     """``ModelCheckpoint`` that always saves ``model`` (the template), whatever model is being trained.
 
     Args:
@@ -45,6 +45,8 @@ class ParallelModelCheckpoint(keras.callbacks.ModelCheckpoint):
     """
 
     def __init__(self, model, filepath, **kwargs):
+        import keras
+
         if not isinstance(model, keras.Model):
             raise ValueError(f"model must be the template keras.Model, got {type(model).__name__}")
         super().__init__(filepath, **kwargs)
@@ -67,6 +69,12 @@ class ParallelModelCheckpoint(keras.callbacks.ModelCheckpoint):
             self._model = saving
 
 
+# The public class ParallelModelCheckpoint(_ParallelModelCheckpoint, keras.callbacks.ModelCheckpoint),
+# built on first use so that importing this module does not import Keras (see helpers.lazy).
+__getattr__, __dir__ = lazy.subclasses(__name__, {
+    "ParallelModelCheckpoint": (_ParallelModelCheckpoint, "keras.callbacks.ModelCheckpoint")})
+
+
 @contextmanager
 def count_saves(model) -> Iterator[dict]:
     """Count calls of ``model.save`` and ``model.save_weights`` inside the block.
@@ -75,6 +83,8 @@ def count_saves(model) -> Iterator[dict]:
     runs; the model's methods are restored afterwards. Used to measure how often
     a checkpoint callback really writes (e.g. the positional-``period`` trap).
     """
+    import keras
+
     if not isinstance(model, keras.Model):
         raise ValueError(f"model must be a keras.Model, got {type(model).__name__}")
     counts = {"save": 0, "save_weights": 0}

@@ -9,8 +9,12 @@ notebook's cells show only the TensorFlow and Keras calls under study.
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+import numpy as np
 
 #: The tag every line of the clinic's worker script starts with: ``[worker 0] ...``.
 TAG_RE = re.compile(r"^\[worker (\d+)\] ")
@@ -22,7 +26,6 @@ def flat(values: Iterable[Any]) -> "Any":
     ``None`` entries (a variable without gradient) raise ``ValueError``: a missing
     gradient is a bug to report, not a zero to hide.
     """
-    import numpy as np
 
     parts = []
     for i, v in enumerate(values):
@@ -53,7 +56,6 @@ class _WeightStepsMixin:
     @property
     def updates(self):
         """One row per training step: the weights after the step minus the weights before it."""
-        import numpy as np
 
         if len(getattr(self, "weights_seen", [])) < 2:
             raise ValueError("no training step recorded yet: pass this callback to fit() first")
@@ -133,8 +135,6 @@ def load_module(path) -> "Any":
     Lesson 09 writes its workers' data module into a scratch folder; the notebook imports
     the same file to count each worker's steps.  Loaded fresh on every call.
     """
-    import importlib.util
-    from pathlib import Path
 
     path = Path(path)
     if path.suffix != ".py" or not path.is_file():
@@ -156,7 +156,6 @@ def steps_per_worker(make_batches, n_workers: int, **kwargs) -> list[int]:
 
 def ratio(a: Sequence[float], b: Sequence[float]) -> float:
     """``|a| / |b|`` for two vectors (e.g. a gradient against the one-device gradient)."""
-    import numpy as np
 
     nb = float(np.linalg.norm(np.asarray(b, dtype="float64")))
     if nb == 0.0:

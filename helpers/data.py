@@ -12,6 +12,7 @@ data set it used.
 from __future__ import annotations
 
 import os
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -77,7 +78,6 @@ def keras_cache_dirs() -> list[Path]:
 
 def _load_cifar_batch(path: Path) -> tuple:
     """One pickled CIFAR-10 batch file -> (uint8 images (N, 3, 32, 32), labels)."""
-    import pickle
 
     with open(path, "rb") as f:
         batch = pickle.load(f, encoding="bytes")

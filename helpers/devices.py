@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from .quiet import filtered_native_stderr
+
 #: Per-logical-GPU memory cap when one GPU is split (MiB); override with this variable.
 GPU_MEMORY_ENV = "MULTIGPU_GPU_MEMORY_MB"
 
@@ -36,7 +38,6 @@ def _tf():
         import tensorflow as tf
 
         return tf
-    from .quiet import filtered_native_stderr
 
     with filtered_native_stderr():
         import tensorflow as tf

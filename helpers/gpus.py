@@ -26,6 +26,8 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence, Union
 
+from . import subproc
+
 #: The query lesson 02 uses (``nvidia-smi`` + these arguments).
 NVIDIA_SMI_QUERY = ["--query-gpu=index,uuid,pci.bus_id,name,memory.used,memory.total", "--format=csv"]
 
@@ -405,13 +407,12 @@ def probe_cuda(env: Optional[Mapping[str, str]] = None, timeout: float = 60) -> 
     probe sees exactly the variables you pass. On a machine without an NVIDIA
     driver every probe reports 0 GPUs and says why.
     """
-    from .subproc import run_python
 
     env = dict(env or {})
     for key, val in env.items():
         if not isinstance(key, str) or not isinstance(val, str):
             raise ValueError(f"env must map strings to strings, got {key!r}: {val!r}")
-    result = run_python(CUDA_PROBE_CODE, env=env, timeout=timeout, echo=False)
+    result = subproc.run_python(CUDA_PROBE_CODE, env=env, timeout=timeout, echo=False)
     line = next((ln for ln in result.stdout.splitlines() if ln.startswith("CUDA_PROBE ")), None)
     if line is None:
         raise RuntimeError(f"the CUDA probe printed no result (exit {result.returncode}): "

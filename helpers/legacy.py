@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence, Union
 
+from . import devices
+
 GpusArg = Union[None, int, Sequence[int]]
 
 
@@ -37,7 +39,6 @@ def replica_devices() -> list[str]:
     logical CPUs - like Keras 2, which listed the visible devices.  This never
     calls ``ensure_devices`` (a different count would need a kernel restart).
     """
-    from . import devices
 
     configured = devices.configured_devices()
     if configured is not None:

@@ -19,6 +19,11 @@ from __future__ import annotations
 import os
 import sys
 
+import numpy as np
+
+from . import gpus
+from .models import small_mlp
+
 
 def _check_n(n: object) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -42,9 +47,8 @@ def choose_jax_platform(n: int = 4) -> str:
         return "cpu" if jax.default_backend() == "cpu" else "accelerators"
     if os.environ.get("JAX_PLATFORMS"):
         return "cpu" if os.environ["JAX_PLATFORMS"].strip() == "cpu" else "accelerators"
-    from .gpus import visible_gpu_ids
 
-    if len(visible_gpu_ids()) >= n:
+    if len(gpus.visible_gpu_ids()) >= n:
         return "accelerators"
     os.environ["JAX_PLATFORMS"] = "cpu"
     return "cpu"
@@ -64,11 +68,8 @@ def tf_backend_report() -> dict:
     Needs >= 2 devices (e.g. :func:`helpers.devices.ensure_devices` first).
     """
     import keras
-    import numpy as np
     import tensorflow as tf
     from keras import distribution as kd
-
-    from .models import small_mlp
 
     if keras.backend.backend() != "tensorflow":
         raise RuntimeError("tf_backend_report must run with KERAS_BACKEND=tensorflow")

@@ -14,6 +14,10 @@ import tempfile
 from pathlib import Path
 
 from . import config
+from .devices import _check_n, ensure_devices, gpu_names, replica_kind, replicas_note, show_devices
+from .meshes import choose_jax_platform
+from .quiet import install_native_filter
+from .subproc import at_exit
 from .versions import stack_line, versions  # noqa: F401  (versions: kept for lessons that print it)
 
 BACKENDS = ("tensorflow", "jax")
@@ -61,8 +65,6 @@ def _select_backend(backend: str, n_devices: int) -> None:
         return
     os.environ["KERAS_BACKEND"] = backend
     if backend == "jax" and "jax" not in sys.modules:
-        from .meshes import choose_jax_platform
-
         choose_jax_platform(n_devices)  # fewer GPUs than needed (e.g. Colab): use n host CPU devices
         flag = f"--xla_force_host_platform_device_count={n_devices}"
         flags = os.environ.get("XLA_FLAGS", "")
@@ -91,17 +93,12 @@ def setup_notebook(devices: int = 2, backend: str = "tensorflow", seed: int = 42
     """
     config.validate_environment()  # a typo in MULTIGPU_* fails here, before seconds of importing TensorFlow
     if "ipykernel" in sys.modules:  # in a notebook: keep TensorFlow's harmless C++ lines out of the cells
-        from .quiet import install_native_filter
-
         install_native_filter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from .devices import _check_n
 
     _check_n(devices)
     _select_backend(backend, devices)
     if backend == "tensorflow":
-        from .devices import ensure_devices, replica_kind, show_devices
-
         names = ensure_devices(devices)
     else:
         names = jax_devices(devices)
@@ -117,8 +114,6 @@ def setup_notebook(devices: int = 2, backend: str = "tensorflow", seed: int = 42
     print(f"Keras backend: {keras.backend.backend()} | mode: {config.mode()} "
           f"(set {config.ENV_VAR}=full to train for real) | running on: {where}")
     if backend == "tensorflow":
-        from .devices import gpu_names, replicas_note
-
         show_devices()
         gpus = gpu_names()
         print(f"replicas: {len(names)} ({replica_kind()}) -> {names}")
@@ -157,8 +152,6 @@ def scratch_dir(name: str) -> Path:
         shutil.rmtree(path)
     path.mkdir(parents=True)
     if not _SCRATCH_MADE:
-        from .subproc import at_exit
-
         at_exit(_remove_scratch)  # the course's one exit hook: after any child still using the folder is stopped
     _SCRATCH_MADE.add(path)
     return path

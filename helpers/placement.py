@@ -7,7 +7,8 @@ model does not remember the scopes it was built under when it runs. Lesson 01
 uses :class:`SplitModel` (each part built *and* run on its device) and the
 inspection helpers below to show the difference with evidence, not claims.
 
-Importing this module imports Keras; pick the backend (TensorFlow) first.
+Importing this module does not import Keras or TensorFlow; the functions and
+``SplitModel`` do when first used (pick the backend, TensorFlow, first).
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ import math
 import re
 from typing import Optional, Sequence
 
-import keras
-import tensorflow as tf
+from . import lazy
 
 _DEVICE_RE = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU|TPU)(?::(\d+))?$", re.IGNORECASE)
 
@@ -39,7 +39,7 @@ def same_device(a: str, b: str) -> bool:
     return short_device(a) == short_device(b)
 
 
-class SplitModel(keras.Model):
+class _SplitModel:
     """A model made of consecutive ``parts``; part ``i`` is built and run on ``devices[i]``.
 
     Device (model) parallelism in its simplest form: the weights of each part live
@@ -58,6 +58,8 @@ class SplitModel(keras.Model):
     """
 
     def __init__(self, parts: Sequence[keras.layers.Layer], devices: Sequence[str], **kwargs):
+        import keras
+
         super().__init__(**kwargs)
         parts, devices = list(parts), list(devices)
         if not parts or len(parts) != len(devices):
@@ -76,6 +78,8 @@ class SplitModel(keras.Model):
         self.supports_jit = False  # one XLA computation = one device; see the class docstring
 
     def build(self, input_shape):
+        import tensorflow as tf
+
         shape = tuple(input_shape)
         for part, device in zip(self.parts, self.part_devices):
             with tf.device(device):
@@ -83,6 +87,8 @@ class SplitModel(keras.Model):
             shape = tuple(part.compute_output_shape(shape))
 
     def call(self, inputs, training=None):
+        import tensorflow as tf
+
         x = inputs
         for part, device in zip(self.parts, self.part_devices):
             with tf.device(device):
@@ -96,8 +102,15 @@ class SplitModel(keras.Model):
         return shape
 
 
+# The public class SplitModel(_SplitModel, keras.Model), built on first use so that importing
+# this module does not import Keras (see helpers.lazy).
+__getattr__, __dir__ = lazy.subclasses(__name__, {"SplitModel": (_SplitModel, "keras.Model")})
+
+
 def variable_devices(model: keras.layers.Layer) -> list[dict]:
     """One row per weight: path, shape and the device(s) holding it (all copies of a MirroredVariable)."""
+    import keras
+
     if not isinstance(model, keras.layers.Layer):
         raise ValueError(f"expected a Keras layer or model, got {type(model).__name__}")
     rows = []
@@ -116,6 +129,9 @@ def graph_op_devices(model: keras.layers.Layer, input_shape: Sequence[int],
     ``input_shape`` excludes the batch dimension. Ops with no device show
     ``(not pinned)``: TensorFlow then runs them on the default device.
     """
+    import keras
+    import tensorflow as tf
+
     if not isinstance(model, keras.layers.Layer):
         raise ValueError(f"expected a Keras layer or model, got {type(model).__name__}")
     spec = tf.TensorSpec((None, *tuple(input_shape)), tf.float32)
@@ -130,6 +146,8 @@ def layer_costs(parts: Sequence[keras.layers.Layer], input_shape: Sequence[int])
     ``parts`` must be built; a Sequential part is walked layer by layer, any other
     part counts as one layer. ``input_shape`` excludes the batch dimension.
     """
+    import keras
+
     if not parts:
         raise ValueError("need at least one part")
     rows = []
@@ -164,7 +182,7 @@ def memory_by_device(model: SplitModel, input_shape: Sequence[int], batch_size: 
     examples (float32 = 4 bytes per value). Training adds gradients and
     optimizer slots (about 3x the weights with Adam) on the same device.
     """
-    if not isinstance(model, SplitModel) or not model.built:
+    if not isinstance(model, _SplitModel) or not model.built:
         raise ValueError("memory_by_device needs a built SplitModel (call it once or build it)")
     _check_batch(batch_size, bytes_per_value)
     costs = layer_costs(model.parts, input_shape)
@@ -182,7 +200,7 @@ def memory_by_device(model: SplitModel, input_shape: Sequence[int], batch_size: 
 def data_parallel_memory(model: SplitModel, input_shape: Sequence[int], batch_size: int,
                          devices: Sequence[str], bytes_per_value: int = 4) -> list[dict]:
     """The same model under *data* parallelism: every device holds all weights and 1/n of the batch."""
-    if not isinstance(model, SplitModel) or not model.built:
+    if not isinstance(model, _SplitModel) or not model.built:
         raise ValueError("data_parallel_memory needs a built SplitModel")
     _check_batch(batch_size, bytes_per_value)
     if not devices:
@@ -203,6 +221,8 @@ def require_devices(devices: Sequence[str]) -> list[str]:
     that does not exist and then silently runs on another one (soft placement).
     Checking first turns a typo into a clear error.
     """
+    import tensorflow as tf
+
     devices = list(devices)
     if not devices or not all(isinstance(d, str) for d in devices):
         raise ValueError(f"devices must be a non-empty list of device names, got {devices!r}")
@@ -220,6 +240,8 @@ def missing_device(device_type: str = "GPU") -> str:
     """A device name that does not exist here: the first index past the last logical device."""
     if device_type not in ("CPU", "GPU"):
         raise ValueError(f"device_type must be 'CPU' or 'GPU', got {device_type!r}")
+    import tensorflow as tf
+
     return f"/device:{device_type}:{len(tf.config.list_logical_devices(device_type))}"
 
 

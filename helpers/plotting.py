@@ -8,14 +8,19 @@ Each function draws one idea for any number of devices, returns the
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import matplotlib.pyplot as plt
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.patches import FancyBboxPatch, Rectangle
+from .gpus import resolve_visible
 
-COLORS = plt.get_cmap("tab10").colors
+if TYPE_CHECKING:  # annotations only: matplotlib is imported where a figure is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.patches import FancyBboxPatch
+
+#: matplotlib's "tab10" colours (``plt.get_cmap("tab10").colors``), spelled out so that
+#: importing this module does not import matplotlib.
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 GREY = "#d0d0d0"
 
 
@@ -26,6 +31,9 @@ def _check_count(name: str, value: object, low: int = 1, high: int = 16) -> int:
 
 
 def _axes(ax: Optional[Axes], size: tuple[float, float]) -> tuple[Figure, Axes]:
+    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+
     if ax is None:
         fig, ax = plt.subplots(figsize=size)
     elif not isinstance(ax, Axes):
@@ -35,6 +43,8 @@ def _axes(ax: Optional[Axes], size: tuple[float, float]) -> tuple[Figure, Axes]:
 
 
 def _box(ax: Axes, x: float, y: float, w: float, h: float, text: str, color, **kw) -> FancyBboxPatch:
+    from matplotlib.patches import FancyBboxPatch
+
     pad = min(0.02, 0.08 * w, 0.08 * h)
     patch = FancyBboxPatch((x + pad, y + pad), w - 2 * pad, h - 2 * pad, boxstyle=f"round,pad={pad}",
                            facecolor=color,
@@ -144,6 +154,9 @@ def bubble_fraction(n_devices: int, n_microbatches: int) -> float:
 
 def draw_pipeline(n_devices: int = 2, n_microbatches: int = 4, ax: Optional[Axes] = None) -> Figure:
     """Timelines of plain model parallelism vs a pipeline of micro-batches (same total work)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
     d = _check_count("n_devices", n_devices, 1, 8)
     m = _check_count("n_microbatches", n_microbatches, 1, 16)
     if ax is None:
@@ -177,7 +190,6 @@ def draw_visible_devices(value: Optional[str], n_physical: int = 8, ax: Optional
 
     Assumes ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so CUDA's indices match nvidia-smi's.
     """
-    from .gpus import resolve_visible
 
     n = _check_count("n_physical", n_physical, 0, 16)
     vis = resolve_visible(value, n)

@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+import numpy as np
+
 from .cluster import _check_command, error_summary, strip_noise
 from .subproc import child_env, start, track, untrack
 
@@ -82,7 +84,6 @@ def read_result(out_dir: Union[str, Path]) -> Optional[dict]:
 
 def read_weights(out_dir: Union[str, Path]) -> list:
     """The final weights (numpy arrays) a finished run saved; ``FileNotFoundError`` if none finished."""
-    import numpy as np
 
     with np.load(Path(out_dir) / WEIGHTS) as z:
         return [z[f"arr_{i}"] for i in range(len(z.files))]

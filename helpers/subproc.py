@@ -13,6 +13,7 @@ then runs the registered clean-ups (scratch folders).
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import signal
 import subprocess
@@ -55,8 +56,6 @@ _AT_EXIT: list[Callable[[], None]] = []
 _PRCTL = None
 if sys.platform.startswith("linux"):
     try:
-        import ctypes
-
         _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # resolved in the parent, called in the child
     except (OSError, AttributeError):  # pragma: no cover - exotic libc
         _PRCTL = None

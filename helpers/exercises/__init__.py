@@ -33,6 +33,7 @@ for code and tests that need the verdict.
 
 from __future__ import annotations
 
+import ast
 import dis
 import functools
 import importlib
@@ -43,6 +44,8 @@ import re
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Union
+
+from ..lazy import framework_class
 
 Checker = Callable[[Any], "tuple[bool, str]"]
 
@@ -78,15 +81,6 @@ KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 
 
-def _resolve_class(dotted: str) -> type:
-    obj: Any = importlib.import_module(dotted.split(".")[0])
-    for part in dotted.split(".")[1:]:
-        obj = getattr(obj, part)
-    if not inspect.isclass(obj):
-        raise ValueError(f"{dotted!r} is not a class")
-    return obj
-
-
 def _check_kind_name(kind: str) -> None:
     if kind not in KINDS and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", kind):
         raise ValueError(f"unknown answer kind {kind!r}; use one of {sorted(KINDS)} or a dotted class "
@@ -100,7 +94,7 @@ def _kind_words(kind: str) -> str:
 def _matches(kind: str, value: Any) -> bool:
     if kind in KINDS:
         return KINDS[kind][1](value)
-    return isinstance(value, _resolve_class(kind))
+    return isinstance(value, framework_class(kind))
 
 
 def describe(value: Any) -> str:
@@ -297,9 +291,52 @@ def check(key: str, answer: Any) -> None:
     print(verdict(key, answer)[1])
 
 
+def _global_names(code) -> set[str]:
+    """The global names a code object (and the functions and classes defined in it) reads."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _global_names(const)
+    return names
+
+
+def solution_imports(fn: Callable) -> list[str]:
+    """The import lines of ``fn``'s module that bind names ``fn`` uses, with absolute module names.
+
+    Why: by the import rule (:mod:`helpers`) a lesson module imports numpy, the standard
+    library and other helpers modules once at its top, so a solution's own source does not
+    show them; :func:`show_solution` prints these lines above it, and the printed solution
+    runs as it stands when pasted into a notebook.
+    """
+    code, module = getattr(fn, "__code__", None), inspect.getmodule(fn)
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (TypeError, OSError, SyntaxError):
+        return []
+    used = _global_names(code) if code is not None else set()
+    package = (module.__package__ or "").split(".")
+    lines = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names = [a for a in node.names if (a.asname or a.name.split(".")[0]) in used]
+            if names:
+                lines.append(ast.unparse(ast.Import(names=names)))
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            names = [a for a in node.names if (a.asname or a.name) in used]
+            base = node.module or ""
+            if node.level:  # from ..devices import x -> from helpers.devices import x
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            if names:
+                lines.append(ast.unparse(ast.ImportFrom(module=base, names=names, level=0)))
+    return lines
+
+
 def show_solution(key: str) -> None:
-    """Print the solution's source code, then run it and print its check; returns None."""
+    """Print the solution's source code (with the imports it needs), then run it and print its check; returns None."""
     ex = get(key)
     print(f"Solution to exercise {key} ({ex.title}):\n")
+    imports = solution_imports(ex.solution)
+    if imports:
+        print("\n".join(imports) + "\n")
     print(textwrap.dedent(inspect.getsource(ex.solution)))
     check(key, ex.solution())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .. import config
+from ..devices import ensure_devices
 from . import register
 
 
@@ -14,8 +16,6 @@ def _check_mode(answer):
 
 
 def _solve_mode():
-    from helpers import config
-
     return [m for m in config.MODES if m != "quick"][0]
 
 
@@ -30,8 +30,6 @@ def _check_replicas(answer):
 
 def _solve_replicas():
     import tensorflow as tf
-
-    from helpers.devices import ensure_devices
 
     return tf.distribute.MirroredStrategy(devices=ensure_devices(2)).num_replicas_in_sync
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import collections
+
+import numpy as np
+
+from ..devices import ensure_devices
+from ..placement import short_device
 from . import describe, register
 
 # ---- 01.1: how MirroredStrategy splits a global batch -------------------------------------------
 
 
 def _check_split(answer):
-    import numpy as np
-
     if not all(isinstance(s, (list, tuple, np.ndarray)) or hasattr(s, "numpy") for s in answer):
         return False, ("each item must be one replica's numbers (a list, array or tensor); got "
                        + ", ".join(describe(s) for s in answer))
@@ -28,10 +32,7 @@ def _check_split(answer):
 
 
 def _solve_split():
-    import numpy as np
     import tensorflow as tf
-
-    from helpers.devices import ensure_devices
 
     strategy = tf.distribute.MirroredStrategy(devices=ensure_devices(2))
     dataset = tf.data.Dataset.from_tensor_slices(np.arange(10)).batch(10)
@@ -49,9 +50,6 @@ register("01.1", title="split a global batch over the replicas", checker=_check_
 
 def _check_placed(answer):
     import keras
-
-    from helpers.devices import ensure_devices
-    from helpers.placement import short_device
 
     dense = [layer for layer in answer.layers if isinstance(layer, keras.layers.Dense)]
     if len(dense) < 2 or not all(layer.built for layer in dense):
@@ -73,8 +71,6 @@ def _check_placed(answer):
 def _solve_placed():
     import keras
     import tensorflow as tf
-
-    from helpers.devices import ensure_devices
 
     first, second = ensure_devices(2)
     with tf.device(first):
@@ -147,8 +143,6 @@ def practice_strategy():
     if "strategy" not in _PRACTICE:
         import tensorflow as tf
 
-        from helpers.devices import ensure_devices
-
         _PRACTICE["strategy"] = tf.distribute.MirroredStrategy(
             ensure_devices(2), cross_device_ops=tf.distribute.ReductionToOneDevice())
     return _PRACTICE["strategy"]
@@ -177,8 +171,6 @@ LR_01_4 = 0.1
 
 
 def _data_01_4():
-    import numpy as np
-
     x = np.arange(GLOBAL_BATCH_01_4 * 3, dtype="float32").reshape(GLOBAL_BATCH_01_4, 3) / 10
     y = (x @ np.array([[1.0], [-2.0], [0.5]], "float32") + 1.0).astype("float32")
     return x, y
@@ -186,7 +178,6 @@ def _data_01_4():
 
 def _check_replica_step(answer):
     import keras
-    import numpy as np
     import tensorflow as tf
 
     strategy = practice_strategy()
@@ -269,8 +260,6 @@ def _split_model():
     import keras
     import tensorflow as tf
 
-    from helpers.devices import ensure_devices
-
     first, second = ensure_devices(2)
     with tf.device(first):
         inputs = keras.Input((8,))
@@ -281,12 +270,6 @@ def _split_model():
 
 
 def _check_compile_split(answer):
-    import collections
-
-    import numpy as np
-
-    from helpers.placement import short_device
-
     model = _split_model()
     result = answer(model)
     if result is not model:

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import os
+
+from ..devices import ensure_devices
+from ..gpus import (SAMPLE_MIXED_NVIDIA_SMI_CSV, SAMPLE_NVIDIA_SMI_CSV, parse_cuda_visible_devices,
+                    parse_nvidia_smi_csv, probe_cuda, resolve_visible, tensorflow_names)
+from ..placement import missing_device, ran_on, short_device
 from . import register
 
 # ---- 02.1: choose GPUs from nvidia-smi output --------------------------------------------------
 
 
 def _freest_two() -> list[int]:
-    from helpers.gpus import SAMPLE_NVIDIA_SMI_CSV, parse_nvidia_smi_csv
-
     rows = parse_nvidia_smi_csv(SAMPLE_NVIDIA_SMI_CSV)
     return sorted(r.index for r in sorted(rows, key=lambda r: -r.memory_free_mib)[:2])
 
 
 def _check_freest(answer):
-    from helpers.gpus import parse_cuda_visible_devices
-
     try:
         entries = parse_cuda_visible_devices(answer)
     except ValueError as exc:
@@ -34,8 +36,6 @@ def _check_freest(answer):
 
 
 def _solve_freest():
-    from helpers.gpus import SAMPLE_NVIDIA_SMI_CSV, parse_nvidia_smi_csv
-
     rows = parse_nvidia_smi_csv(SAMPLE_NVIDIA_SMI_CSV)
     freest = sorted(rows, key=lambda r: r.memory_free_mib, reverse=True)[:2]
     return ",".join(str(r.index) for r in sorted(freest, key=lambda r: r.index))
@@ -50,8 +50,6 @@ register("02.1", title="pick the two freest GPUs", checker=_check_freest, soluti
 
 
 def _check_names(answer):
-    from helpers.placement import short_device
-
     try:
         given = {int(k): short_device(str(v)) for k, v in answer.items()}
     except (ValueError, TypeError) as exc:
@@ -67,8 +65,6 @@ def _check_names(answer):
 
 
 def _solve_names():
-    from helpers.gpus import tensorflow_names
-
     return tensorflow_names("5,3,0")
 
 
@@ -81,8 +77,6 @@ register("02.2", title="what TensorFlow calls each GPU", checker=_check_names, s
 
 
 def _check_env(answer):
-    from helpers.gpus import SAMPLE_MIXED_NVIDIA_SMI_CSV, parse_cuda_visible_devices, parse_nvidia_smi_csv
-
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in answer.items()):
         return False, ("an environment maps names to strings: every key and value must be a str, "
                        f"got {answer!r}")
@@ -127,9 +121,6 @@ register("02.3", title="select one GPU of a mixed workstation", checker=_check_e
 def _check_make_strategy(answer):
     import tensorflow as tf
 
-    from helpers.devices import ensure_devices
-    from helpers.placement import missing_device, ran_on, short_device
-
     replicas = ensure_devices(2)
     ghost = missing_device("GPU")
     try:
@@ -170,8 +161,6 @@ def _check_make_strategy(answer):
 def _solve_make_strategy():
     import tensorflow as tf
 
-    from helpers.placement import short_device
-
     def make_strategy(devices):
         existing = {short_device(d.name) for d in tf.config.list_logical_devices()}
         missing = [d for d in devices if short_device(d) not in existing]
@@ -198,10 +187,6 @@ def child_env(selection):
 
 
 def _check_child_env(answer):
-    import os
-
-    from helpers.gpus import parse_cuda_visible_devices, probe_cuda, resolve_visible
-
     before = dict(os.environ)
     cases = {"3,5": (3, 5), " 3, 5": (3, 5), "3,,5": (3, 5), "5,3": (5, 3), "2": (2,)}
     results = {}
@@ -244,8 +229,6 @@ def _check_child_env(answer):
 
 
 def _solve_child_env():
-    import os
-
     def child_env(selection):
         entries = [e.strip() for e in selection.split(",") if e.strip()]   # drop spaces and empty entries
         env = dict(os.environ)                                              # a copy: this process stays as is

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import warnings
+
+import numpy as np
+
+from ..legacy import replica_devices, slice_sizes
+from ..models import small_cnn
+from ..replica_checks import check_distributed, replica_split
 from . import KINDS, describe, register
+from .lesson01 import practice_strategy, quiet_tf
 
 # ---- 03.1: batch size and learning rate when moving from 1 GPU to 8 --------------------------------
 
@@ -48,11 +57,7 @@ register("03.1", title="global batch and learning rate on 8 GPUs", checker=_chec
 
 
 def _check_make_model(answer):
-    import numpy as np
     import tensorflow as tf
-
-    from helpers.legacy import replica_devices
-    from helpers.replica_checks import check_distributed
 
     # The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
     # one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
@@ -86,8 +91,6 @@ def _solve_make_model():
     def make_model(strategy):
         import keras
 
-        from helpers.models import small_cnn
-
         with strategy.scope():
             model = small_cnn((8, 8, 1), 10, width=8)
             model.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy",
@@ -114,9 +117,6 @@ def _as_sizes(value):
 
 
 def _check_split(answer):
-    from helpers.legacy import slice_sizes
-    from helpers.replica_checks import replica_split
-
     if set(answer) != {"multi_gpu_model", "mirrored"}:
         return False, ("expected exactly the keys 'multi_gpu_model' and 'mirrored', each a list of 3 ints; "
                        f"got {sorted(map(repr, answer))}")
@@ -139,9 +139,6 @@ def _check_split(answer):
 
 
 def _solve_split():
-    from helpers.legacy import slice_sizes
-    from helpers.replica_checks import replica_split
-
     return {"multi_gpu_model": slice_sizes(10, 3), "mirrored": replica_split(10, 3)}
 
 
@@ -182,12 +179,6 @@ def _counting_model(strategy):
 
 
 def _check_fit_per_replica(answer):
-    import warnings
-
-    import numpy as np
-
-    from .lesson01 import practice_strategy, quiet_tf
-
     strategy = practice_strategy()
     n_rep = strategy.num_replicas_in_sync
     model, seen = _counting_model(strategy)
@@ -251,14 +242,6 @@ def train_on_replicas(strategy, x, y):
 
 
 def _check_train_on_replicas(answer):
-    import math
-
-    import numpy as np
-
-    from helpers.replica_checks import check_distributed
-
-    from .lesson01 import practice_strategy, quiet_tf
-
     strategy = practice_strategy()
     n = 96
     x = np.random.default_rng(5).normal(size=(n, 64)).astype("float32")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 
+from .. import batchnorm
+from ..devices import ensure_devices
 from . import describe, register
+from .lesson01 import practice_strategy, quiet_tf
 
 #: Exercise 04.2: the batch each replica sees (replica 0: ones, replica 1: threes).
 EXERCISE_2_DATA = (np.ones((4, 1), "float32"), np.full((4, 1), 3.0, "float32"))
@@ -13,8 +18,6 @@ EXERCISE_2_DATA = (np.ones((4, 1), "float32"), np.full((4, 1), 3.0, "float32"))
 def _tf14_shadow_count(calls: int) -> int:
     """How many ``biased*`` variables TF >= 1.4 creates for one moving_mean called ``calls`` times."""
     import tensorflow as tf
-
-    from helpers import batchnorm
 
     graph = tf.Graph()
     with graph.as_default():
@@ -40,8 +43,6 @@ def _check_count(answer):
 
 def _solve_count():
     import tensorflow as tf
-
-    from helpers import batchnorm
 
     graph = tf.Graph()
     with graph.as_default():
@@ -77,12 +78,7 @@ def _check_saved(answer):
 
 
 def _solve_saved():
-    import tempfile
-
     import tensorflow as tf
-
-    from helpers import batchnorm
-    from helpers.devices import ensure_devices
 
     # The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
     # one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
@@ -119,8 +115,6 @@ def _uneven_batch():
 
 
 def _one_uneven_step(model):
-    from .lesson01 import quiet_tf
-
     x, y = _uneven_batch()
     with quiet_tf():
         model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
@@ -141,10 +135,6 @@ def _bn_layers(model):
 
 
 def _check_sync_bn(answer):
-    from helpers import batchnorm
-
-    from .lesson01 import practice_strategy
-
     strategy = practice_strategy()
     model = answer(strategy)
     if not hasattr(model, "distribute_strategy"):
@@ -217,10 +207,6 @@ def _bn_model(strategy, synchronized):
 
 
 def _check_replica_gap(answer):
-    from helpers import batchnorm
-
-    from .lesson01 import practice_strategy
-
     code = getattr(getattr(answer, "python_function", answer), "__code__", None)
     if code is not None and {"replica_gaps", "replica_values"} & set(code.co_names + code.co_freevars):
         return False, "write it with the strategy's own API, not with helpers.batchnorm (that is the answer key)"
@@ -253,7 +239,6 @@ def _check_replica_gap(answer):
 
 def _solve_replica_gap():
     import keras
-    import numpy as np
 
     def replica_gap(model, strategy):
         bn = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)][0]

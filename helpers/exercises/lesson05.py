@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import copy
+import os
+import tempfile
 import types
+from pathlib import Path
 
 import numpy as np
 
+from ..callbacks import count_saves
+from ..replica_checks import check_distributed
 from . import describe, register
+from .lesson01 import practice_strategy, quiet_tf
 
 
 def _check_lambda(answer):
@@ -68,9 +74,6 @@ def _check_checkpoint(answer):
 
 
 def _solve_checkpoint():
-    import os
-    import tempfile
-
     import keras
 
     path = os.path.join(tempfile.gettempdir(), "best.keras")
@@ -93,14 +96,7 @@ ROWS_05_3, BATCH_05_3 = 64, 16
 
 
 def _check_resume(answer):
-    import tempfile
-    from pathlib import Path
-
     import keras
-
-    from helpers.replica_checks import check_distributed
-
-    from .lesson01 import practice_strategy, quiet_tf
 
     strategy = practice_strategy()
     rng = np.random.default_rng(5)
@@ -168,14 +164,7 @@ class BlogParallelModelCheckpoint(keras.callbacks.ModelCheckpoint):
 
 
 def _check_blog_class(answer):
-    import tempfile
-    from pathlib import Path
-
     import keras
-
-    from helpers.callbacks import count_saves
-
-    from .lesson01 import quiet_tf
 
     if not issubclass(answer, keras.callbacks.Callback):
         return False, f"{answer.__name__} must still be a Keras callback (a ModelCheckpoint subclass)"

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from .. import devices
+from ..input_pipeline import CallCounter, make_pipeline
+from ..replica_checks import global_batch_size, scale_learning_rate
 from . import KINDS, describe, register
 
 # 06.1 ------------------------------------------------------------------------------------------
@@ -52,8 +57,6 @@ _BASE_LR, _PER_REPLICA = 0.01, 32  # a one-GPU recipe: batch 32, learning rate 0
 
 
 def _check_lr(answer):
-    from helpers.replica_checks import global_batch_size, scale_learning_rate
-
     for n in (1, 2, 4, 8):
         want = scale_learning_rate(_BASE_LR, _PER_REPLICA, global_batch_size(_PER_REPLICA, n))
         got = answer(n)
@@ -85,10 +88,6 @@ register("06.2", title="scale the learning rate with the replicas", checker=_che
 
 # 06.3 ------------------------------------------------------------------------------------------
 def _check_pipeline(answer):
-    import numpy as np
-
-    from helpers.input_pipeline import CallCounter, make_pipeline
-
     x = np.arange(40, dtype="float32").reshape(10, 4)
     y = np.arange(10, dtype="int64")
     counter = CallCounter()
@@ -144,8 +143,6 @@ def _lesson_strategy():
     """
     import tensorflow as tf
 
-    from helpers import devices
-
     configured = getattr(devices, "_configured", None)
     names = configured[1] if configured is not None else devices.ensure_devices(2)
     return tf.distribute.MirroredStrategy(list(names), cross_device_ops=tf.distribute.ReductionToOneDevice())
@@ -153,8 +150,6 @@ def _lesson_strategy():
 
 # 06.4 ------------------------------------------------------------------------------------------
 def _check_make_dataset(answer):
-    import numpy as np
-
     strategy = _lesson_strategy()
     n = strategy.num_replicas_in_sync
     x = np.arange(96 * 3, dtype="float32").reshape(96, 3)
@@ -214,7 +209,6 @@ register("06.4", title="a pipeline for MirroredStrategy", checker=_check_make_da
 # 06.5 ------------------------------------------------------------------------------------------
 def _check_fixed_prepare(answer):
     import keras
-    import numpy as np
 
     strategy = _lesson_strategy()
     n = strategy.num_replicas_in_sync

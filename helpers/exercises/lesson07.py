@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from .. import cluster
+from ..cluster import ClusterSpecError, parse_tf_config, slurm_tf_config
 from . import register
 
 # ---- 07.1: TF_CONFIG for one host of a three-host cluster ---------------------------------------
@@ -12,8 +14,6 @@ HOSTS_07_1 = ["node-a:23456", "node-b:23456", "node-c:23456"]
 
 
 def _check_tf_config(answer):
-    from helpers.cluster import ClusterSpecError, parse_tf_config
-
     if isinstance(answer, dict):
         answer = json.dumps(answer)
     try:
@@ -31,8 +31,6 @@ def _check_tf_config(answer):
 
 
 def _solve_tf_config():
-    from helpers import cluster
-
     return cluster.tf_config({"worker": HOSTS_07_1}, "worker", 2)
 
 
@@ -100,7 +98,6 @@ def _check_slurm(answer):
     if not {"task_index", "host", "cuda_visible_devices"} <= set(answer):
         return False, ("expected the keys 'task_index', 'host', 'cuda_visible_devices', "
                        f"got {sorted(map(repr, answer))}")
-    from helpers.cluster import slurm_tf_config
 
     want = slurm_tf_config(SLURM_07_3, gpus_per_node=GPUS_PER_NODE_07_3)
     index = want["task"]["index"]
@@ -121,8 +118,6 @@ def _check_slurm(answer):
 
 
 def _solve_slurm():
-    from helpers.cluster import slurm_tf_config
-
     cfg = slurm_tf_config(SLURM_07_3, gpus_per_node=GPUS_PER_NODE_07_3)
     index = cfg["task"]["index"]
     return {"task_index": index, "host": cfg["cluster"]["worker"][index],

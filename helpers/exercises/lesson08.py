@@ -6,6 +6,10 @@ they run in the notebook's JAX kernel and in the TensorFlow test process alike.
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
+
 from . import describe, register
 
 # ---- 08.1: LayoutMap keys for a Megatron-style MLP ----------------------------------------------
@@ -121,8 +125,6 @@ register("08.2", title="what one device of a 2x2 mesh holds", checker=_check_sha
 # ---- shared by 08.3 and 08.4: build under ModelParallel (JAX) or look the paths up (any backend) -----
 
 def _version(text: str) -> tuple:
-    import re
-
     return tuple(int(p) for p in re.findall(r"\d+", text)[:2])
 
 
@@ -207,8 +209,6 @@ def _check_tower_layout(answer):
     if wrong:
         return False, "; ".join(wrong) + f" ({how})"
     if _real_sharding():   # and it trains: one step on the sharded model
-        import numpy as np
-
         ids = np.random.default_rng(0).integers(0, VOCAB_08_3, size=(8, 6)).astype("int32")
         with kd.ModelParallel(layout_map=layout_map, batch_dim_name="data").scope():
             model.compile(optimizer="sgd", loss=__import__("keras").losses.SparseCategoricalCrossentropy(
@@ -268,8 +268,6 @@ WANT_08_4 = {"d1/kernel": (None, "model"), "d1/bias": ("model",), "d2/kernel": (
 
 
 def _check_guide_layout(answer):
-    import re
-
     import keras
     from keras import distribution as kd
 

@@ -15,7 +15,12 @@ from __future__ import annotations
 
 import inspect
 
-from . import register
+import numpy as np
+
+from ..clinic import flat
+from ..devices import ensure_devices
+from ..replica_checks import per_replica_batch_sizes
+from . import describe, register
 
 _STRATEGY = []
 
@@ -24,8 +29,6 @@ def _strategy():
     """One throw-away 2-replica strategy per process (created on first use)."""
     import tensorflow as tf
 
-    from helpers.devices import ensure_devices
-
     if not _STRATEGY:
         _STRATEGY.append(tf.distribute.MirroredStrategy(
             ensure_devices(2), cross_device_ops=tf.distribute.ReductionToOneDevice()))
@@ -33,8 +36,6 @@ def _strategy():
 
 
 def _data(rows: int):
-    import numpy as np
-
     rng = np.random.default_rng(9)
     x = rng.normal(size=(rows, 3)).astype("float32")
     y = (x @ np.array([[1.0], [-2.0], [3.0]], "float32") + 0.5).astype("float32")
@@ -58,8 +59,6 @@ ROWS_09_1 = 5  # split 3 + 2 over two replicas: an uneven batch, as the last bat
 def _one_device_gradient(x, y, w):
     import tensorflow as tf
 
-    from helpers.clinic import flat
-
     model = _linear(w)
     with tf.GradientTape() as tape:
         loss = tf.reduce_mean(tf.square(model(x) - y))
@@ -69,8 +68,6 @@ def _one_device_gradient(x, y, w):
 def _replica_gradient(loss_fn, x, y, w):
     """The all-reduced gradient two replicas apply when each uses ``loss_fn``; and each replica's loss."""
     import tensorflow as tf
-
-    from helpers.clinic import flat
 
     strategy = _strategy()
     with strategy.scope():
@@ -94,10 +91,7 @@ def _replica_gradient(loss_fn, x, y, w):
 
 
 def _check_loss(answer):
-    import numpy as np
     import tensorflow as tf
-
-    from . import describe
 
     x, y, w = _data(ROWS_09_1)
     probe = answer(tf.constant(y[:2]), tf.constant(y[:2] + 1.0), ROWS_09_1)   # one plain call first
@@ -166,7 +160,6 @@ ROWS_09_2, BATCH_09_2 = 12, 6
 
 def _check_metric(answer):
     import keras
-    import numpy as np
 
     if not inspect.isclass(answer):
         if isinstance(answer, keras.metrics.Metric):
@@ -226,10 +219,6 @@ ROWS_09_3, GLOBAL_09_3 = 23, 6   # 3 full batches of 6 rows and 5 rows left over
 
 def _check_dataset(answer):
     import tensorflow as tf
-
-    from helpers.replica_checks import per_replica_batch_sizes
-
-    from . import describe
 
     x, y, _ = _data(ROWS_09_3)
     dataset = answer(x, y, GLOBAL_09_3)

@@ -10,7 +10,13 @@ per answer, so checking twice costs one compile.
 from __future__ import annotations
 
 import json
+import re
+import sys
 
+import numpy as np
+
+from ..memory_report import bytes_on_device, compiled_memory
+from ..subproc import run_python
 from . import register
 
 # ---- 10.1: fit a model into a per-device memory budget ------------------------------------------
@@ -36,10 +42,7 @@ def _measure_here(replicas: int, shard_weights: bool, accumulation: int) -> dict
     """Compile the step in this process (Keras on JAX, >= ``replicas`` devices); bytes per device."""
     import jax
     import keras
-    import numpy as np
     from keras import distribution as kd
-
-    from ..memory_report import bytes_on_device, compiled_memory
 
     devices = kd.list_devices()[:replicas]
     if shard_weights and replicas > 1:
@@ -74,8 +77,6 @@ def _measure_here(replicas: int, shard_weights: bool, accumulation: int) -> dict
 
 
 def _can_measure_here(replicas: int) -> bool:
-    import sys
-
     if "keras" not in sys.modules or "jax" not in sys.modules:
         return False
     import jax
@@ -100,8 +101,6 @@ def measure_all(configs) -> dict:
         for c in todo:
             _CACHE[c] = _measure_here(*c)
     elif todo:
-        from ..subproc import run_python
-
         run = run_python(f"""
             import json
             from helpers.exercises.lesson10 import _measure_here
@@ -202,8 +201,6 @@ def _check_kind(answer):
 
 
 def _solve_kind():
-    import re
-
     def kind(name, thread):
         if name == "input":
             return "input"
