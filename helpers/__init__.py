@@ -25,7 +25,7 @@ Modules, by concept:
     bench      the scaling benchmark (also `make bench`)                      - lesson 06
     scaling, input_pipeline   batch/LR sweep; cache/prefetch measurements     - lesson 06
     cluster    local multi-worker launcher (also `python -m helpers.cluster`) - lesson 07
-    resume     kill a fit job for real, restart it (BackupAndRestore)         - lesson 07
+    resume     kill a fit job for real, restart it (BackupAndRestore)         - lesson 05
     meshes     JAX device choice, keras.distribution on TensorFlow (a report)  - lesson 08
     clinic     weights per step, activation bytes, worker logs                - lesson 09
     memory_report, trace_split   per-device bytes; a profile's time split     - lesson 10

@@ -1,4 +1,4 @@
-"""Kill a ``model.fit`` job for real, restart it, check what ``BackupAndRestore`` restored (lesson 07).
+"""Kill a ``model.fit`` job for real, restart it, check what ``BackupAndRestore`` restored (lesson 05).
 
 Why: the claim "a killed job resumes from its last backup and loses no epoch"
 is only convincing with a real process and a real ``SIGKILL`` - no flag, no
@@ -9,8 +9,7 @@ appends to in its output folder, kills it, or waits for it to finish.  Like
 :mod:`helpers.cluster` it never leaves a process behind: its own process group
 (a kill reaches anything it started), ``SIGKILL`` on timeout or when the
 ``with`` block exits, an ``atexit`` hook, and ``PR_SET_PDEATHSIG`` so the child
-dies with the notebook's kernel.  :func:`run_here` runs the same script inside
-this process instead (an uninterrupted reference without a second TensorFlow start).
+dies with the notebook's kernel.
 
 The script's side of the contract (file names in its output folder):
 ``epochs.jsonl`` (one ``{"epoch", "loss", "pid"}`` line per finished epoch),
@@ -30,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import runpy
 import signal
 import subprocess
 import sys
@@ -230,28 +228,3 @@ def run(command: Union[str, Sequence[str]], out_dir: Union[str, Path], *, timeou
         if code != 0:
             raise job._failure("instead of 0")
     return read_result(out_dir)
-
-
-def run_here(script: Union[str, Path], *args: str) -> None:
-    """Run ``python script args...`` inside this process (``__name__ == "__main__"``), in its own namespace.
-
-    For an uninterrupted reference run in a notebook whose kernel has imported
-    TensorFlow already: the same file and options as a :class:`TrainingRun`, minus
-    the seconds a new process spends starting TensorFlow.  ``sys.argv`` is restored
-    afterwards; a script that calls ``sys.exit(0)`` returns normally, any other exit
-    code raises :class:`TrainingFailedError`.
-    """
-    path = Path(script)
-    if path.suffix != ".py" or not path.is_file():
-        raise ValueError(f"script must be an existing .py file, got {str(script)!r}")
-    if not all(isinstance(a, str) for a in args):
-        raise ValueError(f"arguments must be strings, got {args!r}")
-    saved = sys.argv[:]
-    sys.argv = [str(path), *args]
-    try:
-        runpy.run_path(str(path), run_name="__main__")
-    except SystemExit as exc:
-        if exc.code not in (0, None):
-            raise TrainingFailedError(f"{path.name} {' '.join(args)} exited with {exc.code!r}") from None
-    finally:
-        sys.argv = saved

@@ -1,7 +1,7 @@
 """helpers.resume (kill a fit job, restart it, run a reference in this process).
 
 The tests use a tiny fake training script (no TensorFlow) that writes the same
-epoch log as lesson 07's ``backup_restore_train.py``; the lesson itself runs the
+epoch log as lesson 05's ``backup_restore_train.py``; the lesson itself runs the
 real script end to end (real SIGKILL, a restart that BackupAndRestore resumes).
 """
 
@@ -178,28 +178,3 @@ def test_a_script_path_runs_too(tmp_path):
     result = resume.run([str(script), "--out", str(tmp_path / "out"), "--epochs", "2"], tmp_path / "out",
                         timeout=60, echo=False)
     assert result["epochs_run"] == 2 and result["pid"] != os.getpid()
-
-
-def test_run_here_runs_the_script_in_this_process(tmp_path, capsys):
-    script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(FAKE) + "\nif os.environ.get('FAKE_EXIT'):\n    sys.exit(int(os.environ['FAKE_EXIT']))\n")
-    (tmp_path / "out").mkdir()
-    argv = sys.argv[:]
-    assert resume.run_here(script, "--out", str(tmp_path / "out"), "--epochs", "2") is None
-    assert sys.argv == argv and "fake training" in capsys.readouterr().out
-    assert resume.read_result(tmp_path / "out") == {"pid": os.getpid(), "epochs_run": 2}
-    assert {r["pid"] for r in resume.read_epochs(tmp_path / "out")} == {os.getpid()}
-    os.environ["FAKE_EXIT"] = "0"
-    try:
-        resume.run_here(script, "--out", str(tmp_path / "out"), "--epochs", "1")   # sys.exit(0) is success
-        os.environ["FAKE_EXIT"] = "3"
-        with pytest.raises(TrainingFailedError, match="exited with 3"):
-            resume.run_here(script, "--out", str(tmp_path / "out"), "--epochs", "1")
-    finally:
-        del os.environ["FAKE_EXIT"]
-    assert sys.argv == argv
-    for bad in (tmp_path / "missing.py", tmp_path):
-        with pytest.raises(ValueError, match="existing .py file"):
-            resume.run_here(bad)
-    with pytest.raises(ValueError, match="arguments must be strings"):
-        resume.run_here(script, "--epochs", 2)
