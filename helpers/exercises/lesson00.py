@@ -31,7 +31,11 @@ def _check_replicas(answer):
 def _solve_replicas():
     import tensorflow as tf
 
-    return tf.distribute.MirroredStrategy(devices=ensure_devices(2)).num_replicas_in_sync
+    # In the notebook: strategy.num_replicas_in_sync, the strategy made above (one per kernel, lesson 04).
+    # A second strategy in the same kernel passes ReductionToOneDevice (no collective ops, no clash):
+    second = tf.distribute.MirroredStrategy(devices=ensure_devices(2),
+                                            cross_device_ops=tf.distribute.ReductionToOneDevice())
+    return second.num_replicas_in_sync
 
 
 register("00.1", title="the switch that trains for real", checker=_check_mode, solution=_solve_mode,
@@ -39,5 +43,5 @@ register("00.1", title="the switch that trains for real", checker=_check_mode, s
          hint="the section 'How to launch' names both modes; one of them is the default.")
 register("00.2", title="count the replicas", checker=_check_replicas, solution=_solve_replicas,
          expects="int", wants="a whole number: how many replicas the strategy keeps in sync",
-         hint="build the strategy over REPLICAS as in the all-reduce example above; a strategy "
+         hint="use the strategy that the all-reduce example above built over REPLICAS; a strategy "
               "has an attribute that counts the replicas it keeps in sync.")

@@ -34,7 +34,10 @@ def _check_split(answer):
 def _solve_split():
     import tensorflow as tf
 
-    strategy = tf.distribute.MirroredStrategy(devices=ensure_devices(2))
+    # In the notebook, use the lesson's `strategy`. A second one in the same kernel passes
+    # ReductionToOneDevice (lesson 04's rule: one collective strategy per kernel):
+    strategy = tf.distribute.MirroredStrategy(devices=ensure_devices(2),
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
     dataset = tf.data.Dataset.from_tensor_slices(np.arange(10)).batch(10)
     batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
     return [t.numpy().tolist() for t in strategy.experimental_local_results(batch)]

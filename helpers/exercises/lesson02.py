@@ -135,6 +135,8 @@ def _check_make_strategy(answer):
         return False, (f"make_strategy([{replicas[0]!r}, {ghost!r}]) returned a strategy although {ghost} does "
                        "not exist here: MirroredStrategy accepts it and soft placement then runs that "
                        "replica elsewhere, silently. Check the names against tf.config.list_logical_devices()")
+    # The learner's strategy is a second default one in this kernel; it runs no all-reduce here (only a
+    # per-replica matmul), so it cannot meet the collective-key clash of lesson 04.
     strategy = answer(list(replicas))
     if not isinstance(strategy, tf.distribute.MirroredStrategy):
         return False, f"make_strategy(REPLICAS) must return a tf.distribute.MirroredStrategy, got {type(strategy).__name__}"
