@@ -7,7 +7,9 @@ rule in :mod:`helpers`), yet ``helpers.callbacks.ParallelModelCheckpoint`` subcl
 ``_SplitModel``) and gets a module ``__getattr__`` from :func:`subclasses`: the first
 access to ``SplitModel`` imports Keras, builds ``class SplitModel(_SplitModel, keras.Model)``
 and stores it in the module, so every later access (``from helpers.placement import
-SplitModel``, ``isinstance``, pickle) gets the very same class object.
+SplitModel``, ``isinstance``, pickle) gets the very same class object. On Python 3.13
+and later ``inspect.getsource`` (and ``SplitModel??`` in Jupyter) shows the body's source;
+on 3.11-3.12 it cannot find a class built at run time (the methods' source still prints).
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ def subclasses(module_name: str, specs: dict[str, tuple[type, str]]
             if name not in vars(module):
                 body, base_name = specs[name]
                 base = framework_class(base_name)
-                cls = type(base)(name, (body, base), {"__doc__": body.__doc__, "__module__": module_name,
-                                                      "__qualname__": name})
+                namespace = {"__doc__": body.__doc__, "__module__": module_name, "__qualname__": name}
+                if hasattr(body, "__firstlineno__"):  # Python >= 3.13: inspect.getsource (and `Cls??`)
+                    namespace["__firstlineno__"] = body.__firstlineno__  # then shows the body's source
+                cls = type(base)(name, (body, base), namespace)
                 setattr(module, name, cls)  # later accesses find it without calling __getattr__
         return vars(module)[name]
 
