@@ -66,11 +66,32 @@ def default_gpu_memory_mb(n: int) -> int:
     return max(512, min(4096, 12288 // n))
 
 
-def _check_n(n: object) -> None:
+#: The most replica devices the course will create or ask for, on TensorFlow and on JAX alike. An 8-GPU server,
+#: the largest machine the course targets, needs 8; TensorFlow and XLA give each logical device its own state and
+#: threads, so a count in the thousands (a typo) would quietly burn seconds and memory instead of failing.
+MAX_DEVICES = 64
+
+
+def check_device_count(n: object) -> int:
+    """Return ``n`` if it is a usable replica/device count (an int from 1 to :data:`MAX_DEVICES`).
+
+    Raises:
+        ValueError: ``n`` is not an int, is below 1, or is above :data:`MAX_DEVICES` (the message says why).
+    """
     if isinstance(n, bool) or not isinstance(n, int):
         raise ValueError(f"n must be a positive int (number of replicas), got {n!r}")
     if n < 1:
         raise ValueError(f"n must be >= 1 (number of replicas), got {n}")
+    if n > MAX_DEVICES:
+        raise ValueError(
+            f"n={n} replica devices is more than this course creates (at most {MAX_DEVICES}, "
+            "helpers.devices.MAX_DEVICES): the largest machine it targets has 8 GPUs, and every logical device "
+            "costs its own memory and threads. Ask for the devices you mean to train on."
+        )
+    return n
+
+
+_check_n = check_device_count  # the name this module's functions use
 
 
 def _restart_error(n: int, have: str) -> RuntimeError:

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from . import config
-from .devices import _check_n, ensure_devices, gpu_names, replica_kind, replicas_note, show_devices
+from .devices import check_device_count, ensure_devices, gpu_names, replica_kind, replicas_note, show_devices
 from .meshes import choose_jax_platform
 from .quiet import install_native_filter
 from .subproc import at_exit
@@ -74,6 +74,7 @@ def _select_backend(backend: str, n_devices: int) -> None:
 
 def jax_devices(n: int) -> list[str]:
     """``n`` JAX devices (GPUs if present, else forced host CPU devices) as strings."""
+    check_device_count(n)
     import jax
 
     devs = jax.devices()
@@ -96,7 +97,7 @@ def setup_notebook(devices: int = 2, backend: str = "tensorflow", seed: int = 42
         install_native_filter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-    _check_n(devices)
+    check_device_count(devices)
     _select_backend(backend, devices)
     if backend == "tensorflow":
         names = ensure_devices(devices)

@@ -26,6 +26,25 @@ def test_bad_n(bad):
         devices.ensure_devices(bad)
 
 
+def test_too_many_devices_is_refused_before_touching_tensorflow():
+    """ensure_devices(10000) used to create 10,000 logical CPUs silently; now the cap is named and explained."""
+    with pytest.raises(ValueError, match=r"at most 64.*MAX_DEVICES"):
+        devices.ensure_devices(devices.MAX_DEVICES + 1)
+    with pytest.raises(ValueError, match="n=10000"):
+        devices.ensure_devices(10000)
+
+
+@pytest.mark.parametrize("n", [1, 2, 8, 64])
+def test_check_device_count_accepts_the_range(n):
+    assert devices.check_device_count(n) == n
+
+
+@pytest.mark.parametrize("bad", [0, -1, 65, 2.0, True])
+def test_check_device_count_refuses(bad):
+    with pytest.raises(ValueError):
+        devices.check_device_count(bad)
+
+
 @pytest.mark.parametrize("bad", [0, -5, 1.5, True])
 def test_bad_gpu_memory(bad):
     with pytest.raises(ValueError, match="gpu_memory_mb"):

@@ -21,6 +21,10 @@ def test_setup_notebook_bad_args():
         notebook.setup_notebook(devices=0)
     with pytest.raises(ValueError, match="backend"):
         notebook.setup_notebook(devices=2, backend="torch")
+    with pytest.raises(ValueError, match="MAX_DEVICES"):   # the JAX device count has the same cap
+        notebook.setup_notebook(devices=10000, backend="jax")
+    with pytest.raises(ValueError, match="MAX_DEVICES"):
+        notebook.jax_devices(10000)
 
 
 def test_backend_already_fixed(replicas):
