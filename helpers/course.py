@@ -58,8 +58,30 @@ def badges_markdown(notebook_path: str) -> str:
 
 
 #: The line every Kaggle learner needs once: two real GPUs are one setting away.
-KAGGLE_GPU_LINE = ("On Kaggle, choose Settings > Accelerator > **GPU T4 x2** before running: two real GPUs, so the "
-                   "lessons use both and the all-reduce is real NCCL between them.")
+KAGGLE_GPU_LINE = "On Kaggle, choose Settings > Accelerator > **GPU T4 x2** before running."
+
+#: What each lesson uses on Kaggle's GPU T4 x2, as its code does today: one line per notebook, rendered after
+#: KAGGLE_GPU_LINE by the template, so no banner promises more than its lesson runs.
+KAGGLE_T4X2_USES = {
+    "00": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
+    "01": "The lesson uses both GPUs: two replicas, then one model split across the two.",
+    "02": "The lesson lists, renumbers and hides both GPUs.",
+    "03": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
+    "04": "The lesson uses both GPUs for its TensorFlow replicas; its JAX comparison runs on 2 CPU devices.",
+    "05": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
+    "06": "The lesson measures 1 and 2 GPUs (4 where a machine has them).",
+    "07": "The kernel uses both GPUs; the two worker processes train on the CPU, with ring all-reduce.",
+    "08": "The JAX lesson needs 4 devices: with 2 GPUs it runs on 4 CPU devices, so the GPUs stay idle.",
+    "09": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
+    "10": "The JAX lesson needs 4 devices: with 2 GPUs it runs on 4 CPU devices, so the GPUs stay idle.",
+}
+
+
+def kaggle_line(notebook_path: str) -> str:
+    """The Kaggle banner of one notebook: how to get GPU T4 x2, then what that lesson uses on it."""
+    number = _check_path(notebook_path).name[:2]
+    uses = KAGGLE_T4X2_USES.get(number)
+    return KAGGLE_GPU_LINE if uses is None else f"{KAGGLE_GPU_LINE} {uses}"
 
 
 #: The course map: (notebook file, title, one line). README and 00_start_here show it; a test keeps all three in sync.

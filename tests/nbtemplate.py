@@ -59,7 +59,7 @@ def header_markdown(path: str, title: str, learn: str) -> str:
 
 def badge_block(path: str) -> str:
     """The marker, the badge line and the Kaggle GPU line, as they stand in a notebook's first cell."""
-    return f"{BADGE_MARK}\n{course.badges_markdown(path)}  \n{course.KAGGLE_GPU_LINE}"
+    return f"{BADGE_MARK}\n{course.badges_markdown(path)}  \n{course.kaggle_line(path)}"
 
 
 def new_notebook(path: str, title: str, learn: str = "TODO", devices: int = 2) -> dict:

@@ -32,3 +32,41 @@ def test_course_map_matches_notebooks_and_readme():
 def test_print_course_map(capsys):
     course.print_course_map()
     assert capsys.readouterr().out.count("\n") == len(course.LESSONS)
+
+
+def test_every_lesson_has_its_own_kaggle_line():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        line = course.kaggle_line(f"notebooks/{nb.name}")
+        assert line.startswith(course.KAGGLE_GPU_LINE) and line != course.KAGGLE_GPU_LINE, nb.name
+
+
+def test_kaggle_line_of_a_jax_lesson_matches_what_the_code_chooses_on_two_gpus(monkeypatch):
+    """On T4 x2, the JAX lessons' banner must say what choose_jax_platform really picks for their mesh."""
+    import json
+    import re
+    from pathlib import Path
+
+    from helpers import meshes
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.setattr("helpers.gpus.visible_gpu_ids", lambda: ["0", "1"])
+    for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        code = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"])
+        found = re.search(r'setup_notebook\(devices=(\d+), backend="jax"\)', code)
+        if not found:
+            continue
+        monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+        platform = meshes.choose_jax_platform(int(found.group(1)))
+        line = course.kaggle_line(f"notebooks/{nb.name}")
+        if platform == "cpu":
+            assert "CPU devices" in line and "uses both" not in line, (nb.name, line)
+        else:
+            assert "both GPUs" in line, (nb.name, line)
+
+
+def test_kaggle_line_refuses_bad_paths():
+    with pytest.raises(ValueError):
+        course.kaggle_line("08_x.ipynb")
