@@ -1,0 +1,38 @@
+"""The prose budgets of the house style, counted by the one rule in tools/wordcount.py."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("wordcount", ROOT / "tools" / "wordcount.py")
+wordcount = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(wordcount)
+
+
+def test_the_rule_counts_prose_only():
+    md = ("# Title\n\n[![Open](https://x/b.svg)](https://x) Two words.\n\n```python\nnot = counted\n```\n"
+          "<img src='a.png'> -- 3 more ... words")
+    assert wordcount.prose_words(md) == 6     # Title, Two, words., 3, more, words ("--" and "..." are not words)
+    with pytest.raises(ValueError):
+        wordcount.prose_words(None)
+
+
+def test_first_fit_is_the_first_cell_that_opens_a_scope_and_fits(tmp_path):
+    import json
+
+    def nb(name, cells):
+        (tmp_path / name).write_text(json.dumps({"cells": [
+            {"cell_type": t, "source": s, "metadata": {}} for t, s in cells]}))
+
+    nb("00_a.ipynb", [("markdown", "one two three"), ("code", "model.fit(x)")])
+    nb("01_b.ipynb", [("markdown", "four five"), ("code", "with strategy.scope():\n    m = f()\nm.fit(x)")])
+    assert wordcount.words_before_first_fit(wordcount.lessons(tmp_path)) == (5, "01 cell 1")
+
+
+def test_budgets_hold():
+    rep = wordcount.report()
+    assert rep["over_budget"] == [], "\n".join(rep["over_budget"])
