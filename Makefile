@@ -68,8 +68,14 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 	  echo "STACK=$(STACK) needs Python $(PY_VERSION): none found (tried pyenv's $(PY_VERSION).x and python$(PY_VERSION) on PATH)." \
 	       "Install it (e.g. 'pyenv install $(PY_VERSION)') or pass PYTHON=/path/to/python$(PY_VERSION); nothing was installed."; exit 1; fi
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r $(REQUIREMENTS)
+	@# uv installs the same pins about 6x faster than pip; it comes from the package registry into the venv itself
+	@# (or from PATH). Without it, pip does the same job, slower.
+	@uv=$$(command -v uv || true); \
+	if [ -z "$$uv" ] && $(PY) -m pip install -q uv >/dev/null 2>&1; then uv=$(VENV)/bin/uv; fi; \
+	if [ -n "$$uv" ]; then echo "installing $(REQUIREMENTS) with uv ($$uv)"; \
+	  UV_LINK_MODE=copy $$uv pip install -q --python $(PY) -r $(REQUIREMENTS); \
+	else echo "uv is not available: installing $(REQUIREMENTS) with pip (slower)"; \
+	  $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -r $(REQUIREMENTS); fi
 	$(PY) -m pip install -q $(HELPERS_INSTALL)
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "$(KERNEL_DISPLAY_NAME)" >/dev/null
 	mkdir -p $(VENV)/share/jupyter/lab/settings && cp lab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
