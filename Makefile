@@ -43,7 +43,7 @@ KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 # notebooks run as a learner's kernel does (tests/conftest.py sets them for unit tests only).
 TEST_ENV := PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
 
-.PHONY: help install lab test unit notebooks capsule gpu-check sync-notebooks clean bench rerun-check html memcheck timings
+.PHONY: help install lab test unit notebooks capsule gpu-check sync-notebooks clean bench rerun-check rerun-each html memcheck timings
 
 help:
 	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
@@ -55,6 +55,7 @@ help:
 	@echo "make bench        - the scaling benchmark from the command line: CSV + PNG under _output/bench/"
 	@echo "make html         - executed copies of the notebooks, with outputs and figures, in _build/html/"
 	@echo "make rerun-check  - run every notebook twice in one kernel (slow)"
+	@echo "make rerun-each   - run every notebook with each code cell executed twice in a row (slow; CI runs it)"
 	@echo "make memcheck     - peak memory (kernel + child processes) and time per notebook; NOTEBOOKS=..., MEMCHECK_ARGS=--one-core (Binder-like)"
 	@echo "make timings      - measure every notebook (2 cores + one core) and regenerate docs/workshop.md's timing table"
 	@echo "make gpu-check    - run every notebook on a GPU machine (1 GPU split into 2 logical GPUs), timed"
@@ -145,6 +146,13 @@ bench: $(STAMP)
 rerun-check: $(STAMP)
 	$(REFRESH_HELPERS)
 	$(TEST_ENV) $(PY) tests/run_twice.py $(NOTEBOOKS)
+
+# Every code cell executed twice in a row, then on to the next (a learner's Shift+Enter twice), each notebook in a
+# fresh kernel from a temporary cwd; cells that refuse a re-run on purpose are listed in tools/run_each_twice.py.
+RERUN_CELL_TIMEOUT ?= 120
+rerun-each: $(STAMP)
+	$(REFRESH_HELPERS)
+	$(TEST_ENV) $(PY) tools/run_each_twice.py --cell-timeout $(RERUN_CELL_TIMEOUT) $(NOTEBOOKS)
 
 # Executed copies with outputs and figures, for reading without running (ignored folder _build/html).
 # No MPLBACKEND here: the kernel keeps matplotlib's inline backend, so every plt.show() draws into the copy.
