@@ -58,7 +58,7 @@ help:
 	@echo "make rerun-each   - run every notebook with each code cell executed twice in a row (slow; CI runs it)"
 	@echo "make memcheck     - peak memory (kernel + child processes) and time per notebook; NOTEBOOKS=..., MEMCHECK_ARGS=--one-core (Binder-like)"
 	@echo "make timings      - measure every notebook (2 cores + one core) and regenerate docs/workshop.md's timing table"
-	@echo "make gpu-check    - run every notebook on a GPU machine (1 GPU split into 2 logical GPUs), timed"
+	@echo "make gpu-check    - on a GPU machine: every notebook on 1 GPU split in 2 and on 2 real GPUs, timed, with a report"
 	@echo "make sync-notebooks - re-render badges and the bootstrap cell in every notebook (maintainers)"
 	@echo "make clean        - remove .venv, .venv-hosted, the time capsule and built outputs"
 	@echo "STACK=pinned|hosted   pinned (default): requirements.txt, Python 3.11; hosted: Colab/Kaggle's versions, Python 3.13"
@@ -120,15 +120,17 @@ notebooks: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest notebooks --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS)
 
-# On a GPU machine: one physical GPU (CUDA_VISIBLE_DEVICES=0) split into 2 logical GPUs by
-# helpers.devices.ensure_devices(2); every notebook runs once, with a per-notebook time table.
-GPU_CHECK_DEVICE ?= 0
-gpu-check: $(STAMP)
-	$(PY) -m pip install -q "tensorflow[and-cuda]==$$(sed -n 's/^tensorflow==//p' requirements.txt)"
-	CUDA_VISIBLE_DEVICES=$(GPU_CHECK_DEVICE) $(PY) -c "import tensorflow as tf; g = tf.config.list_physical_devices('GPU'); \
-	  print('GPUs seen by TensorFlow:', g); assert len(g) == 1, 'gpu-check needs exactly one visible GPU'"
-	CUDA_VISIBLE_DEVICES=$(GPU_CHECK_DEVICE) $(TEST_ENV) $(PY) -m pytest notebooks --nbval-lax --nbval-current-env \
-	  -p no:cacheprovider --nbval-cell-timeout=$(NB_CELL_TIMEOUT) $(PYTEST_ARGS)
+# On a GPU machine, in the shapes learners have: one GPU split into 2 logical GPUs (Colab) and, with 2+ GPUs, two
+# real GPUs (Kaggle's T4 x2); GPU_CHECK_SHAPES=split|two picks one. The probe reads nvidia-smi before anything is
+# installed: on a GPU-less machine it stops with a message and touches nothing. Reports: $(GPU_CHECK_OUT)/.
+GPU_CHECK_OUT ?= _output/gpu-check
+gpu-check:
+	@python3 tools/gpu_check.py probe
+	$(MAKE) --no-print-directory install
+	$(REFRESH_HELPERS)
+	$(PY) -m pip install -q "tensorflow[and-cuda]==$$(sed -n 's/^tensorflow==//p' $(REQUIREMENTS))"
+	@rc=0; for s in $$(python3 tools/gpu_check.py probe); do \
+	  $(TEST_ENV) $(PY) tools/gpu_check.py run $$s --out $(GPU_CHECK_OUT) || rc=1; done; exit $$rc
 
 sync-notebooks: $(STAMP)
 	$(PY) tests/nbtemplate.py sync
