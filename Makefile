@@ -35,6 +35,8 @@ LAB_ARGS ?=
 # JupyterLab refuses to run as root (containers, CI) unless told to.
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 PYTEST_ARGS ?=
+# INSTALLER=pip installs with pip even where uv can be had (the default, auto, prefers uv).
+INSTALLER ?= auto
 NB_CELL_TIMEOUT ?= 600
 
 # The kernel name and display name every notebook records (tests/nbtemplate.py; a test keeps them equal).
@@ -71,8 +73,8 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@# uv installs the same pins about 6x faster than pip; it comes from the package registry into the venv itself
 	@# (or from PATH). Without it, pip does the same job, slower.
-	@uv=$$(command -v uv || true); \
-	if [ -z "$$uv" ] && $(PY) -m pip install -q uv >/dev/null 2>&1; then uv=$(VENV)/bin/uv; fi; \
+	@uv=$$(command -v uv || true); [ "$(INSTALLER)" = pip ] && uv=; \
+	if [ -z "$$uv" ] && [ "$(INSTALLER)" != pip ] && $(PY) -m pip install -q uv >/dev/null 2>&1; then uv=$(VENV)/bin/uv; fi; \
 	if [ -n "$$uv" ]; then echo "installing $(REQUIREMENTS) with uv ($$uv)"; \
 	  UV_LINK_MODE=copy $$uv pip install -q --python $(PY) -r $(REQUIREMENTS); \
 	else echo "uv is not available: installing $(REQUIREMENTS) with pip (slower)"; \
