@@ -26,10 +26,8 @@ def _wrong(key, answer, words):
 # ---- lessons 00-02: plain values --------------------------------------------------------------------
 
 @pytest.mark.parametrize("key, answer, words", [
-    ("00.1", "quick", "'quick' is the default"),
-    ("00.1", "fast", "'fast' is not a mode"),
-    ("00.2", 1, "a single device - did you pass devices=REPLICAS?"),
-    ("00.2", np.int64(3), "3 replicas: the strategy should use exactly the devices in REPLICAS"),
+    ("00.1", 1, "a single device - did you pass devices=REPLICAS?"),
+    ("00.1", np.int64(3), "3 replicas: the strategy should use exactly the devices in REPLICAS"),
     ("01.1", [[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]], "1 slice(s): REPLICAS has 2 devices"),
     ("01.1", [[0, 1, 2, 3, 4], [5, 6, 7, 8]], "whole global batch 0..9 once each"),
     ("01.1", [[0, 1, 2, 3], [4, 5, 6, 7, 8, 9]], "splits the batch evenly"),

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from .. import config
+import numpy as np
+
 from ..devices import ensure_devices
-from . import register
+from ..replica_checks import check_distributed
+from . import describe, register
+from .lesson01 import practice_strategy, quiet_tf
 
-
-def _check_mode(answer):
-    if answer.strip().lower() == "full":
-        return True, "MULTIGPU_MODE=full makes every lesson train for real (set it before starting Jupyter)."
-    if answer.strip().lower() == "quick":
-        return False, "'quick' is the default that keeps each notebook under a minute; the other value trains for real."
-    return False, f"{answer!r} is not a mode: helpers.config.mode() would raise ValueError for it."
-
-
-def _solve_mode():
-    return [m for m in config.MODES if m != "quick"][0]
+# ---- 00.1: count the replicas -------------------------------------------------------------------------
 
 
 def _check_replicas(answer):
@@ -38,10 +31,82 @@ def _solve_replicas():
     return second.num_replicas_in_sync
 
 
-register("00.1", title="the switch that trains for real", checker=_check_mode, solution=_solve_mode,
-         expects="str", wants="a string: one value of MULTIGPU_MODE",
-         hint="the section 'How to launch' names both modes; one of them is the default.")
-register("00.2", title="count the replicas", checker=_check_replicas, solution=_solve_replicas,
+register("00.1", title="count the replicas", checker=_check_replicas, solution=_solve_replicas,
          expects="int", wants="a whole number: how many replicas the strategy keeps in sync",
          hint="use the strategy that the all-reduce example above built over REPLICAS; a strategy "
               "has an attribute that counts the replicas it keeps in sync.")
+
+# ---- 00.2: make this model train on 2 replicas ----------------------------------------------------------
+
+#: The one-device code the notebook gives, exactly as its exercise cell shows it (a test keeps them equal).
+START_00_2 = '''\
+def train(strategy, x, y):
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(10, activation="softmax")])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)   # 32 rows on each replica, please
+    return model
+'''
+
+ROWS_00_2 = 256
+PER_REPLICA_00_2 = 32
+
+
+def _check_train(answer):
+    strategy = practice_strategy()
+    replicas = strategy.num_replicas_in_sync
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(ROWS_00_2, 64)).astype("float32")
+    y = np.arange(ROWS_00_2) % 10
+    try:
+        with quiet_tf():
+            model = answer(strategy, x, y)
+    except Exception as exc:  # the learner's code: any failure is a wrong answer, with its first line
+        if "Mixing different tf.distribute.Strategy objects" in str(exc):
+            return False, ("compile ran outside the scope the model was built in (TensorFlow: 'Mixing different "
+                           "tf.distribute.Strategy objects'): compile inside the same `with strategy.scope():`")
+        return False, (f"train(strategy, x, y) raised {type(exc).__name__}: {str(exc).splitlines()[0][:160]}. "
+                       "Did you build and compile the model inside the strategy's scope, and pass fit the x "
+                       "and y it was given?")
+    if not hasattr(model, "distribute_strategy"):
+        return False, f"train must return the trained Keras model, it returned {describe(model)}"
+    try:
+        check_distributed(model, strategy)
+    except AssertionError as err:
+        bound = getattr(model, "_distribute_strategy", None)
+        other = bound is not None and bound is not strategy and bound.num_replicas_in_sync > 1
+        return False, f"{err}" + (". Use the strategy train receives, not a new one" if other else "")
+    steps = int(model.optimizer.iterations.numpy())
+    epochs = len(getattr(getattr(model, "history", None), "epoch", []) or []) or 1
+    if steps == 0:
+        return False, "the model was never trained: the optimizer made 0 steps. Call fit after building it"
+    per_step = ROWS_00_2 * epochs / steps
+    if per_step == PER_REPLICA_00_2:
+        return False, (f"{steps} steps for {epochs} epoch(s) of {ROWS_00_2} rows: batch_size={PER_REPLICA_00_2} "
+                       f"is the global batch, split over the {replicas} replicas, so each replica got "
+                       f"{PER_REPLICA_00_2 // replicas} rows per step, not {PER_REPLICA_00_2}")
+    if per_step != PER_REPLICA_00_2 * replicas:
+        return False, (f"{steps} steps for {epochs} epoch(s) of {ROWS_00_2} rows, {per_step:g} rows per step; "
+                       f"{PER_REPLICA_00_2} rows on each of {replicas} replicas is "
+                       f"{PER_REPLICA_00_2 * replicas} rows per step")
+    return True, (f"the model's variables and optimizer are mirrored on the {replicas} replicas, and each step "
+                  f"took {PER_REPLICA_00_2 * replicas} rows: {PER_REPLICA_00_2} on each replica")
+
+
+def _solve_train():
+    import keras
+
+    def train(strategy, x, y):
+        with strategy.scope():                       # variables created here are mirrored on every replica
+            model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(10, activation="softmax")])
+            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        batch = 32 * strategy.num_replicas_in_sync   # fit's batch_size is the global batch
+        model.fit(x, y, batch_size=batch, epochs=1, verbose=0)
+        return model
+
+    return train
+
+
+register("00.2", title="make this model train on 2 replicas", checker=_check_train, solution=_solve_train,
+         expects="function", takes=3, wants="a function train(strategy, x, y): your changed version",
+         hint="the quick start's script does both things: where does it build and compile the model, and how "
+              "does it compute the batch size it gives the data?")

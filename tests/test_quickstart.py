@@ -1,0 +1,91 @@
+"""The "2 GPUs in 5 minutes" quick start: one script, three copies that must not drift, and it runs alone.
+
+The script lives in quickstart/train_2gpus.py. Lesson 00 writes it with one %%writefile cell and the README
+shows it under the heading "## 2 GPUs in 5 minutes": all three must be the same text. It must run in a fresh
+process, from an empty folder, where the course's helpers cannot be imported, as a learner who pasted it runs it.
+"""
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "quickstart" / "train_2gpus.py"
+NOTEBOOK = ROOT / "notebooks" / "00_start_here.ipynb"
+README = ROOT / "README.md"
+HEADING = "## 2 GPUs in 5 minutes"
+MAX_LINES = 60
+
+
+def _script() -> str:
+    return SCRIPT.read_text(encoding="utf-8")
+
+
+def _writefile_cell() -> tuple[str, str]:
+    """(magic line, body) of lesson 00's %%writefile cell for the script."""
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    found = [("".join(c["source"])) for c in cells
+             if c["cell_type"] == "code" and "".join(c["source"]).startswith("%%writefile")
+             and "train_2gpus.py" in "".join(c["source"]).splitlines()[0]]
+    assert len(found) == 1, f"lesson 00 must write train_2gpus.py in exactly one %%writefile cell, found {len(found)}"
+    magic, _, body = found[0].partition("\n")
+    return magic, body
+
+
+def _readme_block() -> str:
+    text = README.read_text(encoding="utf-8")
+    assert HEADING in text.splitlines(), (
+        f"README.md has no '{HEADING}' section: paste the quick-start section (heading, two sentences, the "
+        "```python block = quickstart/train_2gpus.py, how to run it) into README.md")
+    section = text.split(HEADING + "\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 1, f"the README's '{HEADING}' section needs exactly one ```python block, has {len(blocks)}"
+    return blocks[0]
+
+
+def test_script_is_short_and_needs_no_helpers():
+    text = _script()
+    assert len(text.splitlines()) <= MAX_LINES, f"{len(text.splitlines())} lines (at most {MAX_LINES})"
+    tree = ast.parse(text)
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported == {"keras", "numpy", "tensorflow", "sklearn"}, imported
+    for call in ("tf.config.list_physical_devices(\"GPU\")", "tf.config.set_logical_device_configuration(",
+                 "tf.distribute.MirroredStrategy()", "* strategy.num_replicas_in_sync", "drop_remainder=True",
+                 "with strategy.scope():", "model.compile(", "model.fit(",
+                 'keras.callbacks.ModelCheckpoint("best.keras", monitor="val_accuracy", save_best_only=True)',
+                 "keras.callbacks.BackupAndRestore(", "load_digits", 'print("replicas:"', "assert replicas =="):
+        assert call in text, f"the quick start must write {call}"
+
+
+def test_lesson_00_writes_the_same_script():
+    magic, body = _writefile_cell()
+    assert magic == "%%writefile {scratch}/train_2gpus.py", magic
+    assert body + "\n" == _script(), "lesson 00's %%writefile cell and quickstart/train_2gpus.py differ"
+
+
+def test_readme_shows_the_same_script():
+    assert _readme_block() == _script(), f"README.md's '{HEADING}' block and quickstart/train_2gpus.py differ"
+
+
+def test_runs_alone_in_an_empty_folder(tmp_path):
+    (tmp_path / "train_2gpus.py").write_text(_script(), encoding="utf-8")
+    no_helpers = ("import runpy, sys; sys.modules['helpers'] = None; "   # `import helpers` fails in this process
+                  "runpy.run_path('train_2gpus.py', run_name='__main__')")
+    run = subprocess.run([sys.executable, "-c", no_helpers], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=90)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    replicas = [ln for ln in lines if ln.startswith("replicas: ")]
+    assert len(replicas) == 1 and int(replicas[0].split()[1]) >= 2, run.stdout
+    assert any(ln.startswith("best.keras reloads: val_accuracy ") for ln in lines), run.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.keras", "train_2gpus.py"]   # backup/ removed
+
+
+def test_helpers_really_fail_to_import_in_that_process(tmp_path):
+    probe = "import sys; sys.modules['helpers'] = None\ntry:\n    import helpers\nexcept ImportError:\n    print('blocked')"
+    run = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == "blocked", (run.stdout, run.stderr)
