@@ -166,30 +166,6 @@ def test_06_wrong_functions():
     _wrong("06.3", lambda ds: ds.cache() and None, "it returned None")
 
 
-# ---- lesson 07 ----------------------------------------------------------------------------------------
-
-def test_07_wrong_cluster_answers():
-    from helpers import cluster
-    from helpers.exercises.lesson07 import HOSTS_07_1
-
-    _wrong("07.1", cluster.tf_config({"worker": HOSTS_07_1}, "worker", 0), "task is worker 0")
-    _wrong("07.1", cluster.tf_config({"worker": HOSTS_07_1[::-1]}, "worker", 0), "the *same* cluster")
-    _wrong("07.1", "{not json", "TensorFlow would reject this TF_CONFIG")
-    _wrong("07.2", {"replicas": 4, "per_replica_batch": 32, "steps_per_epoch": 195},
-           "num_replicas_in_sync counts every GPU of every worker")
-    _wrong("07.2", {"replicas": 8, "per_replica_batch": 64, "steps_per_epoch": 195},
-           "shared by all replicas of all workers")
-    _wrong("07.2", {"replicas": 8, "per_replica_batch": 32, "steps_per_epoch": 196},
-           "each worker reads its shard")
-    _wrong("07.2", {"replicas": 8}, "missing key(s)")
-    _wrong("07.3", {"task_index": 4, "host": "gpu09:8889", "cuda_visible_devices": "2,3"}, "Slurm rank")
-    _wrong("07.3", {"task_index": 5, "host": "gpu09:8888", "cuda_visible_devices": "2,3"},
-           "2 tasks per node")
-    _wrong("07.3", {"task_index": 5, "host": "gpu09:8889", "cuda_visible_devices": "0,1"},
-           "in the order of the tasks on that node")
-    _wrong("07.3", {"task_index": 5}, "expected the keys 'task_index', 'host', 'cuda_visible_devices'")
-
-
 # ---- lesson 08 ----------------------------------------------------------------------------------------
 
 def test_08_wrong_layouts_and_shards():

@@ -1,131 +1,217 @@
-"""Exercises of 07_multi_worker_and_fault_tolerance."""
+"""Exercises of 07_multi_worker_and_fault_tolerance: a part of the worker script, run on two real workers.
+
+Each checker copies the learner's function (its source) into a small worker script next to a fresh
+``answer.py``, starts two workers with :mod:`helpers.cluster` (MultiWorkerMirroredStrategy on the CPU,
+one replica each), reads what each worker measured and says what is wrong. An unattempted answer
+(``...``) is answered by the framework before any process starts.
+"""
 
 from __future__ import annotations
 
+import inspect
 import json
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
 
 from .. import cluster
-from ..cluster import ClusterSpecError, parse_tf_config, slurm_tf_config
 from . import register
 
-# ---- 07.1: TF_CONFIG for one host of a three-host cluster ---------------------------------------
+GLOBAL_BATCH = 8          # examples per step, both workers together
+WORKERS = 2
+ROWS_07_2 = 49            # odd on purpose: the two shards differ by one example
+TIMEOUT = 180             # seconds before the launcher kills the checker's workers
 
-HOSTS_07_1 = ["node-a:23456", "node-b:23456", "node-c:23456"]
+_HEADER = "import keras\nimport numpy as np\nimport tensorflow as tf\n\n"
+
+_WORKER = '''\
+import json, os, sys, time
+import keras
+import numpy as np
+import tensorflow as tf
+from answer import ANSWER
+
+MODE, GLOBAL, ROWS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+tf_config = json.loads(os.environ["TF_CONFIG"])
+task, n_workers = tf_config["task"]["index"], len(tf_config["cluster"]["worker"])
+out = {}
+if MODE == "step":          # one training step of the learner's replica_step, and one device's step
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(GLOBAL, 3)).astype("float32")
+    y = (x @ np.array([[1.0], [-2.0], [0.5]]) + 0.3).astype("float32")
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        optimizer = keras.optimizers.SGD(0.1)
+        optimizer.build(model.trainable_variables)
+    w0, b0 = [v.numpy() for v in model.weights]
+
+    def fn(ctx):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        return ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(ctx.get_per_replica_batch_size(GLOBAL))
+
+    xb, yb = next(iter(strategy.distribute_datasets_from_function(fn)))
+
+    @tf.function
+    def step(xb, yb):
+        strategy.run(lambda a, b: ANSWER(model, optimizer, a, b, GLOBAL), args=(xb, yb))
+
+    step(xb, yb)
+    error = x @ w0 + b0 - y                              # one device, mean squared error over the global batch
+    out = {"update": (model.weights[0].numpy() - w0).ravel().tolist(),
+           "reference": (-0.1 * 2.0 / GLOBAL * x.T @ error).ravel().tolist()}
+else:                       # the batches the learner's make_dataset gives this worker
+    ids = np.arange(ROWS)
+    dist = strategy.distribute_datasets_from_function(lambda ctx: ANSWER(ctx, ids[:, None].astype("float32"), ids, GLOBAL))
+    steps = []
+    for _, yb in dist:
+        steps.append([int(v) for t in strategy.experimental_local_results(yb) for v in np.ravel(t.numpy())])
+        if len(steps) > 100:
+            break
+    out = {"steps": steps}
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, f"out-{task}.tmp"), "w") as f:
+    json.dump(out, f)
+os.replace(os.path.join(here, f"out-{task}.tmp"), os.path.join(here, f"out-{task}.json"))
+for _ in range(600):        # leave only when every worker is done: a peer may still be in the last all-reduce
+    if all(os.path.exists(os.path.join(here, f"out-{i}.json")) for i in range(n_workers)):
+        break
+    time.sleep(0.05)
+print(f"worker {task} done", flush=True)
+os._exit(0)
+'''
 
 
-def _check_tf_config(answer):
-    if isinstance(answer, dict):
-        answer = json.dumps(answer)
+def _run_answer(fn, mode: str) -> tuple[bool, object]:
+    """Run ``fn`` in two workers; ``(True, [worker 0's output, worker 1's])`` or ``(False, message)``."""
     try:
-        spec, task_type, index = parse_tf_config(answer)
-    except ClusterSpecError as exc:
-        return False, f"TensorFlow would reject this TF_CONFIG: {exc}"
-    if spec != {"worker": HOSTS_07_1}:
-        return False, (f"cluster is {spec}; every host gets the *same* cluster: "
-                       f"{{'worker': {HOSTS_07_1}}} in this order")
-    if (task_type, index) != ("worker", 2):
-        return False, (f"task is {task_type} {index}; node-c's task is its own entry of the worker "
-                       "list: which type, and which position (indices start at 0)?")
-    return True, ("node-c exports the shared cluster plus its own task (worker 2); only 'task' differs "
-                  "between the three hosts, and worker 0 (node-a) is the chief")
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return False, ("could not read the source of your function: define it with `def` in a cell (the "
+                       "checker copies its source into the workers' script)")
+    if source.lstrip().startswith("lambda") or fn.__name__ == "<lambda>":
+        return False, "write your answer with `def`, not lambda: the checker copies its source into the workers"
+    work = Path(tempfile.mkdtemp(prefix="exercise07-"))
+    (work / "answer.py").write_text(_HEADER + source + f"\n\nANSWER = {fn.__name__}\n")
+    (work / "worker.py").write_text(_WORKER)
+    result = cluster.run([str(work / "worker.py"), mode, str(GLOBAL_BATCH), str(ROWS_07_2)], n_workers=WORKERS,
+                         timeout=TIMEOUT, grace=2.0, check=False, echo=False, log_dir=work / "logs")
+    if not result.ok:
+        errors = {name: cluster.error_summary(text, 300) for name, text in result.errors.items()}
+        return False, "your function failed in the workers: " + "; ".join(f"{k}: {v}" for k, v in errors.items())
+    outs = []
+    for i in range(WORKERS):
+        path = work / f"out-{i}.json"
+        if not path.exists():
+            return False, f"worker {i} finished without writing its measurement (a bug of the checker?)"
+        outs.append(json.loads(path.read_text()))
+    return True, outs
 
 
-def _solve_tf_config():
-    return cluster.tf_config({"worker": HOSTS_07_1}, "worker", 2)
+# ---- 07.1: write the replica step of the worker script ------------------------------------------
+
+def _check_replica_step(answer):
+    ran, outs = _run_answer(answer, "step")
+    if not ran:
+        return False, outs
+    ups, ref = [np.array(o["update"]) for o in outs], np.array(outs[0]["reference"])
+    if not np.allclose(ups[0], ups[1], rtol=1e-5, atol=1e-7):
+        return False, ("the two workers' weights differ after the step: apply the gradients with the "
+                       "optimizer inside the replica step, so that it all-reduces them")
+    if np.allclose(ups[0], 0.0, atol=1e-9):
+        return False, "the weights did not change: compute the gradients and apply them with the optimizer"
+    ratio = float(np.dot(ups[0], ref) / np.dot(ref, ref))
+    if np.allclose(ups[0], ref, rtol=1e-4, atol=1e-7):
+        return True, (f"both workers made one device's step on the global batch of {GLOBAL_BATCH}: each worker's "
+                      f"loss was its rows' sum / {GLOBAL_BATCH}, and the all-reduce added the two")
+    if abs(ratio - WORKERS) < 0.05:
+        return False, (f"the step is {WORKERS}x one device's: each worker divided by its own "
+                       f"{GLOBAL_BATCH // WORKERS} rows, and the all-reduce then adds the {WORKERS} workers' "
+                       "gradients")
+    if abs(ratio - 1 / WORKERS) < 0.02:
+        return False, (f"the step is 1/{WORKERS} of one device's: the loss was divided twice (a default-reduction "
+                       "Keras loss already scales by 1/num_replicas_in_sync in a replica context)")
+    return False, (f"the step is {ratio:.3f}x one device's step on the global batch (want 1x): the loss should be "
+                   "the mean squared error of the global batch of 8")
 
 
-register("07.1", title="write TF_CONFIG for one host of a real cluster", checker=_check_tf_config,
-         solution=_solve_tf_config, expects=("str", "dict"), wants="the TF_CONFIG as a JSON string or a dict",
-         hint="TF_CONFIG has two parts: the cluster, the same on every host, and this host's own task "
-              "(helpers.cluster.tf_config writes the JSON for you).")
+def _solve_replica_step():
+    import tensorflow as tf
 
-# ---- 07.2: the batch arithmetic of a multi-worker, multi-GPU job --------------------------------
-
-EXAMPLES_07_2, GLOBAL_BATCH_07_2, WORKERS_07_2, GPUS_07_2 = 50_000, 256, 2, 4
-
-
-def _expected_batch_math():
-    replicas = WORKERS_07_2 * GPUS_07_2
-    per_worker = GLOBAL_BATCH_07_2 // WORKERS_07_2
-    return {"replicas": replicas, "per_replica_batch": GLOBAL_BATCH_07_2 // replicas,
-            "steps_per_epoch": (EXAMPLES_07_2 // WORKERS_07_2) // per_worker}
+    def replica_step(model, optimizer, x, y, global_batch_size):
+        with tf.GradientTape() as tape:
+            per_example = tf.reduce_mean(tf.square(model(x, training=True) - y), axis=-1)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))   # all-reduces across the workers
+    return replica_step
 
 
-def _check_batch_math(answer):
-    want = _expected_batch_math()
-    missing = sorted(set(want) - set(answer))
-    if missing:
-        return False, f"missing key(s) {missing}"
+register("07.1", title="write the replica step of a two-worker job", checker=_check_replica_step,
+         solution=_solve_replica_step, expects="function", takes=5,
+         wants="a function replica_step(model, optimizer, x, y, global_batch_size)",
+         hint="this worker sees only its part of the global batch, and the all-reduce ADDS the workers' "
+              "gradients: what must each worker divide its rows' squared errors by?")
+
+# ---- 07.2: fix a worker's input: the batch and the number of steps ------------------------------
+
+BROKEN_07_2 = '''\
+def make_dataset(ctx, x, y, global_batch):
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+    return ds.batch(global_batch)                      # broken
+'''
+
+
+def _check_dataset(answer):
+    ran, outs = _run_answer(answer, "data")
+    if not ran:
+        return False, outs
+    steps = [o["steps"] for o in outs]
+    want = GLOBAL_BATCH // WORKERS
+    seen = [[i for s in worker for i in s] for worker in steps]
     wrong = []
-    if answer["replicas"] != want["replicas"]:
-        wrong.append(f"replicas={answer['replicas']}: num_replicas_in_sync counts every GPU of every "
-                     f"worker ({WORKERS_07_2} x {GPUS_07_2})")
-    if answer["per_replica_batch"] != want["per_replica_batch"]:
-        wrong.append(f"per_replica_batch={answer['per_replica_batch']}: the global batch is shared by all "
-                     "replicas of all workers")
-    if answer["steps_per_epoch"] != want["steps_per_epoch"]:
-        wrong.append(f"steps_per_epoch={answer['steps_per_epoch']}: each worker reads its shard of "
-                     f"{EXAMPLES_07_2 // WORKERS_07_2} examples in batches of "
-                     f"{GLOBAL_BATCH_07_2 // WORKERS_07_2} (drop_remainder), all workers the same count")
+    if any(len(s) > 100 for s in steps):
+        return False, "the dataset never ends (repeat()?): give every worker a finite epoch"
+    if not all(steps):
+        return False, "a worker got no batch at all"
+    both = sorted(set(seen[0]) & set(seen[1]))
+    if both:
+        wrong.append(f"both workers read the examples {both[:4]}...: shard the data by this worker's "
+                     "input pipeline, so each worker reads its own part")
+    first = [len(s[0]) for s in steps]
+    if any(n != want for n in first):
+        wrong.append(f"a worker's batch has {first[0]} rows: the global batch of {GLOBAL_BATCH} is shared by "
+                     f"{WORKERS} workers, so with one replica each a worker batches {want} "
+                     "(ctx.get_per_replica_batch_size)")
+    if len(steps[0]) != len(steps[1]):
+        wrong.append(f"worker 0 takes {len(steps[0])} steps and worker 1 {len(steps[1])}: in training the "
+                     "worker with more steps would wait forever in an all-reduce nobody else joins")
+    short = sorted({len(s) for worker in steps for s in worker if len(s) != first[0]})
+    if short:
+        wrong.append(f"some steps give a worker {short} rows instead of {first[0]} (an empty batch is what a "
+                     "worker that ran out gets): drop the partial last batch, so every step is a full one")
     if wrong:
         return False, "; ".join(wrong)
-    return True, (f"{want['replicas']} replicas x {want['per_replica_batch']} = {GLOBAL_BATCH_07_2} examples "
-                  f"per step, {want['steps_per_epoch']} steps per epoch on every worker")
+    return True, (f"each worker reads its own shard in batches of {want} and both take {len(steps[0])} steps: "
+                  f"{WORKERS} x {want} = {GLOBAL_BATCH} examples per step, and no all-reduce waits forever")
 
 
-def _solve_batch_math():
-    replicas = WORKERS_07_2 * GPUS_07_2                      # strategy.num_replicas_in_sync
-    per_replica = GLOBAL_BATCH_07_2 // replicas               # ctx.get_per_replica_batch_size(256)
-    per_worker = GLOBAL_BATCH_07_2 // WORKERS_07_2            # what one input pipeline batches
-    steps = (EXAMPLES_07_2 // WORKERS_07_2) // per_worker      # shard, then drop the remainder
-    return {"replicas": replicas, "per_replica_batch": per_replica, "steps_per_epoch": steps}
+def _solve_dataset():
+    import tensorflow as tf
+
+    def make_dataset(ctx, x, y, global_batch):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        return ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True)
+    return make_dataset
 
 
-register("07.2", title="batch arithmetic of 2 workers x 4 GPUs", checker=_check_batch_math,
-         solution=_solve_batch_math, expects="dict",
-         wants="a dict with the keys 'replicas', 'per_replica_batch', 'steps_per_epoch'",
-         hint="count replicas over every worker; the global batch is shared by all of them; each "
-              "worker reads only its own shard of the examples, batched as dataset_fn does.")
-
-# ---- 07.3: what SlurmClusterResolver gives one Slurm task ----------------------------------------
-
-SLURM_07_3 = {"SLURM_PROCID": "5", "SLURM_STEP_NUM_TASKS": "8",
-              "SLURM_STEP_NODELIST": "gpu[07-10]", "SLURM_STEP_TASKS_PER_NODE": "2(x4)"}
-GPUS_PER_NODE_07_3 = 4
-
-
-def _check_slurm(answer):
-    if not {"task_index", "host", "cuda_visible_devices"} <= set(answer):
-        return False, ("expected the keys 'task_index', 'host', 'cuda_visible_devices', "
-                       f"got {sorted(map(repr, answer))}")
-
-    want = slurm_tf_config(SLURM_07_3, gpus_per_node=GPUS_PER_NODE_07_3)
-    index = want["task"]["index"]
-    host = want["cluster"]["worker"][index]
-    wrong = []
-    if answer["task_index"] != index:
-        wrong.append(f"task_index={answer['task_index']}: the task index is the Slurm rank (SLURM_PROCID)")
-    if str(answer["host"]) != host:
-        wrong.append(f"host={answer['host']!r}: 2 tasks per node, nodes in order, ports from 8888 "
-                     "counted per node")
-    if str(answer["cuda_visible_devices"]).replace(" ", "") != want["CUDA_VISIBLE_DEVICES"]:
-        wrong.append(f"cuda_visible_devices={answer['cuda_visible_devices']!r}: 4 GPUs per node shared by "
-                     "2 tasks, in the order of the tasks on that node")
-    if wrong:
-        return False, "; ".join(wrong)
-    return True, (f"rank {index} is worker {index} at {host} and sees GPUs {want['CUDA_VISIBLE_DEVICES']}: "
-                  "the same TF_CONFIG you would write by hand, derived from Slurm's variables")
-
-
-def _solve_slurm():
-    cfg = slurm_tf_config(SLURM_07_3, gpus_per_node=GPUS_PER_NODE_07_3)
-    index = cfg["task"]["index"]
-    return {"task_index": index, "host": cfg["cluster"]["worker"][index],
-            "cuda_visible_devices": cfg["CUDA_VISIBLE_DEVICES"]}
-
-
-register("07.3", title="what SlurmClusterResolver gives one Slurm task", checker=_check_slurm,
-         solution=_solve_slurm, expects="dict",
-         wants="a dict with the keys 'task_index', 'host', 'cuda_visible_devices'",
-         hint="ranks fill the nodes in order, 2 per node; on each node every task gets its own port "
-              "and its own share of the node's 4 GPUs. Then confirm with cluster.slurm_tf_config.")
+register("07.2", title="fix a worker's batches and step count", checker=_check_dataset,
+         solution=_solve_dataset, expects="function", takes=4,
+         wants="a function make_dataset(ctx, x, y, global_batch) returning a tf.data.Dataset",
+         hint="count the rows one step trains on over both workers, and the steps each worker's shard "
+              "gives (49 examples): what must be the same on every worker?")

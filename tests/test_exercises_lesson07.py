@@ -1,0 +1,124 @@
+"""Lesson 07's worker-script exercises: right, wrong and unattempted answers, each checked on two real workers.
+
+Every checker copies the answer's source into a small worker script and starts two MultiWorkerMirroredStrategy
+workers with helpers.cluster, so every case that reaches the checker starts two TensorFlow processes (~10 s).
+The solutions themselves run in tests/test_exercises.py.
+"""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import exercises
+from helpers.exercises import lesson07
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "07_multi_worker_and_fault_tolerance.ipynb"
+
+
+def _verdict(key, answer):
+    ok, text = exercises.verdict(key, answer)
+    assert text.startswith(f"Exercise {key} - {'correct' if ok else 'not yet'}: "), text
+    assert "could not check" not in text, text
+    return ok, text
+
+
+# ---- 07.1: the replica step -----------------------------------------------------------------------
+
+def keras_default_loss(model, optimizer, x, y, global_batch_size):       # right: the loss object scales by 1/N
+    with tf.GradientTape() as tape:
+        loss = keras.losses.MeanSquaredError()(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+
+def keras_loss_divided_again(model, optimizer, x, y, global_batch_size):  # the old advice: divides twice
+    with tf.GradientTape() as tape:
+        n = tf.distribute.get_strategy().num_replicas_in_sync
+        loss = keras.losses.MeanSquaredError()(y, model(x, training=True)) / n
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+
+def local_mean(model, optimizer, x, y, global_batch_size):                # divides by this worker's rows
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+
+def no_update(model, optimizer, x, y, global_batch_size):
+    model(x)
+
+
+@pytest.mark.parametrize("answer, ok, words", [
+    (keras_default_loss, True, "one device's step on the global batch of 8"),
+    (keras_loss_divided_again, False, "the step is 1/2 of one device's: the loss was divided twice"),
+    (local_mean, False, "the step is 2x one device's: each worker divided by its own 4 rows"),
+    (no_update, False, "the weights did not change"),
+])
+def test_07_1_on_two_workers(answer, ok, words):
+    got, text = _verdict("07.1", answer)
+    assert got is ok and words in text, text
+
+
+def test_07_1_unattempted_and_lambda_start_nothing(monkeypatch):
+    monkeypatch.setattr(lesson07.cluster, "run", lambda *a, **k: pytest.fail("a worker was started"))
+    ok, text = exercises.verdict("07.1", ...)
+    assert not ok and text == f"Exercise 07.1: not attempted yet. Hint: {exercises.get('07.1').hint}"
+    ok, text = _verdict("07.1", lambda model, optimizer, x, y, gbs: model(x))
+    assert not ok and "not lambda" in text, text
+
+
+# ---- 07.2: fix the input ---------------------------------------------------------------------------
+
+def _notebook_cell(key):
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    [source] = ["".join(c["source"]) for c in cells if f'check("{key}"' in "".join(c["source"])]
+    return source
+
+
+def test_07_2_notebook_shows_the_broken_snippet():
+    assert lesson07.BROKEN_07_2 in _notebook_cell("07.2")
+
+
+def _module_from(source, tmp_path):
+    path = tmp_path / "broken07.py"
+    path.write_text("import tensorflow as tf\n\n" + source)
+    spec = importlib.util.spec_from_file_location("broken07", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_dataset
+
+
+def test_07_2_the_broken_snippet_fails(tmp_path):
+    ok, text = _verdict("07.2", _module_from(lesson07.BROKEN_07_2, tmp_path))
+    assert not ok, text
+    assert "a worker's batch has 8 rows: the global batch of 8 is shared by 2 workers" in text, text
+    assert "drop the partial last batch" in text, text
+
+
+def no_shard(ctx, x, y, global_batch):
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    return ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True)
+
+
+def per_worker_arithmetic(ctx, x, y, global_batch):                      # right with one replica per worker
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(64, seed=1)
+    ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+    return ds.batch(global_batch // ctx.num_input_pipelines, drop_remainder=True)
+
+
+@pytest.mark.parametrize("answer, ok, words", [
+    (no_shard, False, "both workers read the examples"),
+    (per_worker_arithmetic, True, "both take 6 steps"),
+])
+def test_07_2_on_two_workers(answer, ok, words):
+    got, text = _verdict("07.2", answer)
+    assert got is ok and words in text, text
+
+
+# ---- imports the answers above use (the checker copies their source, with these imports) -----------
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
