@@ -50,6 +50,7 @@ GIVEAWAYS = {
     "04.4": ["experimental_local_results", ".values"],
     "05.3": ["load_model", "initial_epoch", "inside the scope"],
     "05.4": ["keyword", "save_freq", "period="],
+    "05.5": ["BackupAndRestore", "val_accuracy", "0.02", "64", "num_replicas_in_sync", "MirroredStrategy"],
     "08.3": [".*embed", "('model', None)", "(None, 'model')"],
     "08.4": [".*d1", "fullmatch", "re.search"],
     "09.1": ["compute_average_loss", "global_batch_size", "reduce_sum"],

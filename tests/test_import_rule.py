@@ -24,8 +24,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "helpers"
-#: Not helpers modules: the 2017 scripts run by the capsule's Python 3.6, and text transcripts.
-EXCLUDED = ("capsule_scripts", "transcripts")
+#: Not helpers modules: the 2017 scripts run by the capsule's Python 3.6, text transcripts, and the
+#: capstone's training scripts (run as their own processes, like the scripts lessons write).
+EXCLUDED = ("capsule_scripts", "transcripts", "capstone_scripts")
 #: Top-level packages imported only inside the functions that use them.
 FRAMEWORKS = frozenset({"tensorflow", "keras", "tf_keras", "jax", "jaxlib", "matplotlib", "sklearn",
                         "scipy", "torch"})

@@ -335,8 +335,13 @@ def show_solution(key: str) -> None:
     """Print the solution's source code (with the imports it needs), then run it and print its check; returns None."""
     ex = get(key)
     print(f"Solution to exercise {key} ({ex.title}):\n")
-    imports = solution_imports(ex.solution)
-    if imports:
-        print("\n".join(imports) + "\n")
-    print(textwrap.dedent(inspect.getsource(ex.solution)))
+    script = getattr(ex.solution, "script", None)  # an exercise answered with a script file shows that file
+    if script is not None:
+        with open(script) as f:
+            print(f.read())
+    else:
+        imports = solution_imports(ex.solution)
+        if imports:
+            print("\n".join(imports) + "\n")
+        print(textwrap.dedent(inspect.getsource(ex.solution)))
     check(key, ex.solution())
