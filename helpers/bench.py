@@ -6,7 +6,7 @@ has, for three ways of training the same model on the same global batch:
 
 * ``one_device``: the whole global batch on a single device (the control:
   what a bigger batch alone buys);
-* ``towers``: the Keras 2 style tower model, :func:`helpers.legacy.multi_gpu_model`
+* ``towers``: the Keras 2 style tower model (the script's ``Towers``, a minimal ``multi_gpu_model``)
   (needs >= 2 replicas, so it is "n/a" at 1);
 * ``mirrored``: ``tf.distribute.MirroredStrategy`` over the replica devices.
 
@@ -19,20 +19,21 @@ naive "vs 1 replica" figure (divided by one device at 1 replica) is reported
 too: the difference between the two is what a bigger batch alone buys.
 
 The measuring code is lesson 06's: its ``%%writefile`` cells write a benchmark
-script (a ``StepTimer`` callback, a timed ``fit``, the model built the three ways,
-one JSON line per way).  The kernel imports that script (:func:`load_script`) for
+script in two files (``bench_lib.py``: replica devices, dtype policy, the models;
+``bench_child.py``: a ``StepTimer`` callback, a timed ``fit``, the three ways, one JSON line
+per way), which imports nothing from ``helpers``.  The kernel imports that script (:func:`load_script`) for
 the replica counts it has devices for; the replica count is fixed once TensorFlow
 initialised its devices, so :func:`run_script` runs it in a fresh process for the
 others - one process at a time, so nothing is timed while another process is busy
 and memory stays at two TensorFlow processes.  :func:`to_measurement` and
 :func:`make_report` turn the per-step samples/s into statistics, and
 :class:`BenchReport` into a table, CSV and a plot labelled with the real hardware.
-``make bench`` runs the same script (:data:`CLI_SCRIPT`, kept equal to the
-lesson's cells by a test) for every replica count.
+``make bench`` runs the same script for every replica count: it reads the files from the
+lesson's ``%%writefile`` cells (:func:`notebook_scripts`), so there is no second copy.
 
 CLI (``make bench``)::
 
-    python -m helpers.bench --out _output/bench [--replicas 1 2 4 8] [--steps 30]
+    python -m helpers.bench --out _output/bench [--replicas 1 2 4 8] [--steps 30] [--policy mixed]
 
 Be honest about the hardware: replicas that are logical devices carved out of
 one CPU or one GPU share the same cores, so the best possible speed-up is 1x
@@ -240,69 +241,53 @@ RESULT_KEYS = ("way", "replicas", "devices", "global_batch", "samples_per_s", "k
 TOWERS_NA = "n/a: multi_gpu_model needs >= 2 replicas"
 
 
-#: Lesson 06's benchmark script, exactly as its ``%%writefile`` cells write it (a test keeps the two
-#: equal): ``make bench`` runs the very code the lesson teaches.
-CLI_SCRIPT = '''\
-# One benchmark process: python bench_child.py REPLICAS SETTINGS_JSON -> one JSON line per way.
-import json, sys, time
-import keras
-import tensorflow as tf
-from helpers import devices, legacy, models
+#: The lesson whose ``%%writefile`` cells write the benchmark script (``make bench`` reads them there).
+LESSON_NOTEBOOK = "notebooks/06_scaling_and_performance.ipynb"
+#: The file of that script that a process runs (``python bench_child.py REPLICAS SETTINGS_JSON``).
+SCRIPT_NAME = "bench_child.py"
 
-class StepTimer(keras.callbacks.Callback):
-    """Records time.perf_counter() when each training step ends."""
-    def on_train_begin(self, logs=None):
-        self.ends = []
-    def on_train_batch_end(self, batch, logs=None):   # Keras waits for the step's result here
-        self.ends.append(time.perf_counter())
 
-def timed_fit(model, s, global_batch):
-    """Samples/s of every step after s["warmup"] untimed ones (the first step traces the graph)."""
-    x = tf.random.uniform((global_batch, *s["input_shape"]), seed=1)
-    y = tf.random.uniform((global_batch,), maxval=s["num_classes"], dtype=tf.int64, seed=2)
-    data = tf.data.Dataset.from_tensors((x, y)).repeat()      # one batch in memory: no input cost
-    timer = StepTimer()
-    model.fit(data, steps_per_epoch=s["warmup"] + s["steps"], epochs=1, verbose=0, shuffle=False,
-              callbacks=[timer])
-    ends = timer.ends[s["warmup"] - 1:]
-    return [global_batch / (b - a) for a, b in zip(ends, ends[1:])]
+def lesson_notebook() -> Path:
+    """Lesson 06's notebook: next to this package (a git checkout), else under the current folder."""
+    for root in (Path(__file__).resolve().parent.parent, Path.cwd()):
+        if (root / LESSON_NOTEBOOK).is_file():
+            return root / LESSON_NOTEBOOK
+    raise ValueError(f"{LESSON_NOTEBOOK} not found: run this from the course's folder or pass --notebook")
 
-def build(s, towers=0):
-    model = models.small_cnn(s["input_shape"], s["num_classes"], width=s["width"])
-    if towers:                                       # the 2017 way: one copy of the model per device
-        model = legacy.multi_gpu_model(model, gpus=towers)
-    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy",
-                  jit_compile=False)                 # no XLA: compare the ways, not the compilers
-    return model
 
-def measure(way, strategy, s):  # -> (devices used, global batch, samples/s of each timed step)
-    keras.utils.set_random_seed(0)                   # the same starting weights for every way
-    used = ["/device:" + d.split("/device:")[-1] for d in strategy.extended.worker_devices]
-    global_batch = s["batch_per_replica"] * strategy.num_replicas_in_sync   # the same for every way
-    if way == "mirrored":
-        with strategy.scope():                       # the caller's strategy, made once per process
-            model = build(s)
-        return used, global_batch, timed_fit(model, s, global_batch)
-    if way == "towers":
-        return used, global_batch, timed_fit(build(s, towers=len(used)), s, global_batch)
-    with tf.device(used[0]):                         # one device takes the whole global batch
-        return used[:1], global_batch, timed_fit(build(s), s, global_batch)
+def notebook_scripts(notebook=None) -> dict:
+    """``{file name: text}`` of every file a notebook writes with ``%%writefile`` (default: lesson 06).
 
-def run(way, strategy, s):                           # measure() as a JSON-ready dict, and where it ran
-    used, global_batch, rates = measure(way, strategy, s)
-    return {"way": way, "replicas": strategy.num_replicas_in_sync, "devices": used,
-            "global_batch": global_batch, "samples_per_s": rates, "kind": devices.replica_kind(),
-            "gpus": devices.gpu_names(), "policy": keras.mixed_precision.global_policy().name}
+    Why: the benchmark script lives in one place, lesson 06's cells; ``make bench`` and the tests
+    read it from there, so the command line runs exactly the code the lesson teaches.  Each file
+    must be written by one cell (``%%writefile -a`` is refused: running it twice corrupts the file).
+    """
+    path = Path(notebook) if notebook is not None else lesson_notebook()
+    files = {}
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] != "code" or not src.startswith("%%writefile"):
+            continue
+        first, _, body = src.partition("\n")
+        args = first.split()[1:]
+        name = Path(args[-1]).name if args else ""
+        if not name or "-a" in args or "--append" in args or name in files:
+            raise ValueError(f"{path.name}: every file must be written by one plain %%writefile cell, "
+                             f"got {first!r}")
+        files[name] = body if body.endswith("\n") else body + "\n"
+    return files
 
-if __name__ == "__main__":                           # python bench_child.py REPLICAS SETTINGS_JSON
-    n, s = int(sys.argv[1]), json.loads(sys.argv[2])
-    replica_devices = devices.ensure_devices(n)      # first: the device list is fixed once TF starts
-    strategy = tf.distribute.MirroredStrategy(replica_devices)   # this process's one strategy
-    keras.mixed_precision.set_global_policy(s["policy"] or "float32")   # make bench --policy ...
-    for way in s["ways"]:
-        if way != "towers" or n > 1:                 # multi_gpu_model needs >= 2 devices
-            print(json.dumps(run(way, strategy, s)), flush=True)
-'''
+
+def write_scripts(folder, notebook=None) -> Path:
+    """Write :func:`notebook_scripts` into ``folder``; return the path of :data:`SCRIPT_NAME` there."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    files = notebook_scripts(notebook)
+    if SCRIPT_NAME not in files:
+        raise ValueError(f"the notebook writes no {SCRIPT_NAME} (it writes {sorted(files) or 'nothing'})")
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder / SCRIPT_NAME
 
 
 def load_script(path) -> "object":
@@ -311,14 +296,25 @@ def load_script(path) -> "object":
     Why: lesson 06 writes its benchmark script with ``%%writefile``; the kernel imports
     that very file to measure the replica counts it already has devices for, and
     :func:`run_script` runs it in fresh processes for the others - one source of truth.
+    The script's folder is searched first for its own imports (as ``python path`` does), and
+    modules imported from that folder before are imported afresh, so an edited file counts.
     """
 
-    path = Path(path)
+    path = Path(path).resolve()
     if not path.is_file():
         raise ValueError(f"no script at {path}: run the %%writefile cells first")
+    folder = str(path.parent)
+    for name, mod in list(sys.modules.items()):         # an earlier load's sibling modules: forget them
+        file = getattr(mod, "__file__", None)
+        if isinstance(file, str) and os.path.dirname(os.path.abspath(file)) == folder:
+            del sys.modules[name]
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    finally:
+        sys.path.remove(folder)
     return module
 
 
@@ -646,13 +642,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, help="timed steps per run")
     p.add_argument("--warmup", type=int, help="untimed warm-up steps per run")
     p.add_argument("--batch-per-replica", type=int, help="samples per replica per step")
-    p.add_argument("--policy", help="Keras dtype policy, e.g. mixed_float16")
+    p.add_argument("--policy", help="Keras dtype policy, e.g. mixed_float16; 'mixed' picks the script's choice")
     p.add_argument("--quick", action="store_true", help="force quick-mode defaults (small and short)")
+    p.add_argument("--notebook", help=f"the notebook whose %%%%writefile cells write the script "
+                                      f"(default {LESSON_NOTEBOOK})")
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``make bench``: run :data:`CLI_SCRIPT` (lesson 06's script) for every replica count, write CSV + PNG."""
+    """``make bench``: run lesson 06's script (:func:`notebook_scripts`) per replica count, write CSV + PNG."""
     args = _parser().parse_args(argv)
     if not args.out:
         raise SystemExit("error: --out DIR is required (where bench.csv and bench.png go)")
@@ -669,8 +667,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"{cfg.steps} timed steps after {cfg.warmup} warm-up, {cfg.batch_per_replica} samples per replica")
     start, results = time.perf_counter(), []
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        script = Path(tmp) / "bench_child.py"
-        script.write_text(CLI_SCRIPT)
+        try:
+            script = write_scripts(tmp, args.notebook)
+        except (OSError, ValueError) as err:
+            raise SystemExit(f"error: {err}") from None
         for n in sorted(cfg.replicas):  # one fresh process at a time: nothing competes for the cores
             results += run_script(script, n, cfg)
     report = make_report(results, cfg, time.perf_counter() - start)

@@ -273,20 +273,8 @@ def test_run_script_reports_failures_and_timeouts(tmp_path):
 
 
 def _notebook_script(tmp_path):
-    """The benchmark script exactly as lesson 06's %%writefile cells write it."""
-    import json as _json
-
-    parts = []
-    for cell in _json.loads(NOTEBOOK.read_text())["cells"]:
-        src = "".join(cell["source"])
-        if cell["cell_type"] == "code" and src.startswith("%%writefile") and "bench_child.py" in src:
-            first, _, body = src.partition("\n")
-            assert ("-a" in first.split()) == bool(parts), "the first cell writes, the others append"
-            parts.append(body + "\n")
-    assert len(parts) >= 2
-    path = tmp_path / "bench_child.py"
-    path.write_text("".join(parts))
-    return path
+    """The benchmark script exactly as lesson 06's %%writefile cells write it (the loader `make bench` uses)."""
+    return bench.write_scripts(tmp_path / "script", NOTEBOOK)
 
 
 def test_the_notebooks_script_runs_here_and_in_a_fresh_process(tmp_path, replicas, capsys):
@@ -319,6 +307,48 @@ def test_the_notebooks_script_runs_here_and_in_a_fresh_process(tmp_path, replica
     assert report.get("one_device", 3).devices_used == 1
 
 
-def test_make_bench_runs_exactly_the_lessons_script(tmp_path):
-    """bench.CLI_SCRIPT is what lesson 06's %%writefile cells write: edit one, edit the other."""
-    assert _notebook_script(tmp_path).read_text() == bench.CLI_SCRIPT
+def test_the_lessons_script_is_copyable():
+    """At most three %%writefile cells, one file each, about 50 lines, nothing imported from helpers."""
+    import ast
+
+    files = bench.notebook_scripts(NOTEBOOK)
+    assert bench.SCRIPT_NAME in files and 1 <= len(files) <= 3
+    for name, text in files.items():
+        assert len(text.splitlines()) <= 60, f"{name}: {len(text.splitlines())} lines"
+        modules = set()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                modules |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                modules.add((node.module or "").split(".")[0])
+        assert "helpers" not in modules, f"{name} imports helpers"
+    assert bench.notebook_scripts() == files                       # `make bench` finds the lesson by itself
+
+
+def test_notebook_scripts_refuses_appends_and_files_written_twice(tmp_path):
+    import json
+
+    def nb(*sources):
+        path = tmp_path / "nb.ipynb"
+        path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": s} for s in sources]}))
+        return path
+
+    got = bench.notebook_scripts(nb("%%writefile {SCRATCH}/a.py\nA = 1", "x = 2", "%%writefile b.py\nB = 2\n"))
+    assert got == {"a.py": "A = 1\n", "b.py": "B = 2\n"}
+    with pytest.raises(ValueError, match="one plain %%writefile cell"):
+        bench.notebook_scripts(nb("%%writefile a.py\nA = 1", "%%writefile -a a.py\nB = 2"))
+    with pytest.raises(ValueError, match="one plain %%writefile cell"):
+        bench.notebook_scripts(nb("%%writefile a.py\nA = 1", "%%writefile a.py\nB = 2"))
+    with pytest.raises(ValueError, match="writes no bench_child.py"):
+        bench.write_scripts(tmp_path / "out", nb("%%writefile a.py\nA = 1"))
+
+
+def test_load_script_imports_its_siblings_afresh(tmp_path):
+    """The script's own imports come from its folder, and an edited sibling counts on the next load."""
+    (tmp_path / "lib_for_test.py").write_text("VALUE = 1\n")
+    script = tmp_path / "main_for_test.py"
+    script.write_text("from lib_for_test import VALUE\n")
+    assert bench.load_script(script).VALUE == 1
+    (tmp_path / "lib_for_test.py").write_text("VALUE = 2\n")
+    assert bench.load_script(script).VALUE == 2
+    assert str(tmp_path) not in __import__("sys").path

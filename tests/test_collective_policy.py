@@ -186,13 +186,14 @@ def test_every_kernel_has_at_most_one_default_multi_replica_strategy(path):
 
 
 def test_lesson_06_benchmark_script_makes_no_strategy_when_the_kernel_imports_it():
-    """The kernel imports bench_child.py: strategies come from the caller; only the fresh process makes one."""
+    """The kernel imports bench_child.py (and its bench_lib.py): strategies come from the caller; only the fresh
+    process makes one."""
     from helpers import bench
 
     nb = json.loads((ROOT / "notebooks" / "06_scaling_and_performance.ipynb").read_text(encoding="utf-8"))
-    assert imported_by_kernel(nb) == ["bench_child.py"]
+    assert imported_by_kernel(nb) == ["bench_lib.py", "bench_child.py"]       # bench_child imports bench_lib
     script = written_files(nb)["bench_child.py"]
-    assert script == bench.CLI_SCRIPT
+    assert script == bench.notebook_scripts()["bench_child.py"]          # what `make bench` runs
     tree = ast.parse(script)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) == "MirroredStrategy"]
     assert len(calls) == 1 and len(default_strategies(tree, "script")) == 1            # the fresh process's one
