@@ -1,4 +1,4 @@
-"""helpers.resume (kill a fit job, restart it, run a reference in this process).
+"""helpers.resume (start a fit job, kill it, restart it, read what it wrote).
 
 The tests use a tiny fake training script (no TensorFlow) that writes the same
 epoch log as lesson 05's ``backup_restore_train.py``; the lesson itself runs the
@@ -12,9 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 from helpers import resume, subproc
