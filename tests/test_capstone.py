@@ -134,3 +134,26 @@ def test_show_solution_prints_the_script(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert SOLUTION_SOURCE in out and "import helpers" not in out
     assert out.rstrip().endswith("checked train_2_replicas.py")
+
+
+def test_each_problem_has_its_message(tmp_path):
+    """The checker's judgements on SETUP and EPOCH lines, without launching anything."""
+    out = tmp_path / "out"
+    good = {"global_batch": 64, "checkpoint": str(out / "best.keras"), "monitor": "val_accuracy",
+            "save_best_only": True}
+    assert capstone._setup_problems(good, out) == []
+    wrong = dict(good, checkpoint=str(out / "best.h5"), monitor="val_loss", save_best_only=False)
+    text = "; ".join(capstone._setup_problems(wrong, out))
+    assert "'best.h5'" in text and "ending in .keras" in text and "monitors 'val_loss'" in text
+    assert "save_best_only=True" in text
+    assert "not in the --out folder" in capstone._setup_problems(dict(good, checkpoint="/elsewhere/b.keras"), out)[0]
+    epoch = {"replicas": 2, "steps": 23, "learning_rate": 0.02}
+    assert capstone._batch_and_lr_problems(good, epoch) == []
+    four = {"replicas": 4, "steps": 12, "learning_rate": 0.04}       # MirroredStrategy() on 4 GPUs
+    assert capstone._batch_and_lr_problems(dict(good, global_batch=128), four) == []
+    [one] = capstone._batch_and_lr_problems(good, dict(epoch, replicas=1))
+    assert "trains on 1 replica(s)" in one and "set_logical_device_configuration" in one
+    [steps] = capstone._batch_and_lr_problems(good, dict(epoch, steps=45))
+    assert "fit ran 45 steps in epoch 1" in steps and "make 23" in steps
+    [lr] = capstone._batch_and_lr_problems(good, dict(epoch, learning_rate=0.04))
+    assert "the learning rate is 0.04:" in lr and "0.01 x num_replicas_in_sync = 0.02" in lr
