@@ -3,7 +3,7 @@
 - No ``%%writefile -a``: running an appending cell twice writes its part twice (issue 21), so each file is written
   by one cell, which a re-run rewrites to the same bytes.
 - A written script imports nothing from the course's ``helpers`` (a launcher in helpers may start it).
-- At most three cells write the files of one lesson's script, each at most about 50 lines.
+- At most three cells write the files of one lesson's script, each at most about 50 lines (60 at the most).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-MAX_LINES = 55
+MAX_LINES = 60
 _IMPORTS_HELPERS = re.compile(r"^\s*(import helpers|from helpers[ .])", re.M)
 
 
@@ -48,7 +48,7 @@ def test_problems_catches_each_rule():
     assert problems([(1, "%%writefile x.py", "print(1)\n")]) == []
     assert "appends" in problems([(2, "%%writefile -a x.py", "print(1)\n")])[0]
     assert "helpers" in problems([(3, "%%writefile x.py", "from helpers import data\n")])[0]
-    assert "lines" in problems([(4, "%%writefile x.py", "x = 1\n" * 60)])[0]
+    assert "lines" in problems([(4, "%%writefile x.py", "x = 1\n" * 61)])[0]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
