@@ -55,7 +55,7 @@ def scale_learning_rate(base_lr: float, base_batch: int, new_batch: int, rule: s
     """Learning rate for ``new_batch`` given one tuned at ``base_batch``.
 
     ``"linear"`` (Goyal et al. 2017: k times the batch, k times the rate - the usual
-    rule for SGD, with a warm-up for large k), ``"sqrt"`` (often better for Adam),
+    rule for SGD, with a warm-up for large k), ``"sqrt"`` (the learning-rate part of Malladi et al. 2022's rule for Adam, which also changes 1-β and ε),
     ``"none"`` (keep ``base_lr``).
     """
     if isinstance(base_lr, bool) or not isinstance(base_lr, (int, float)) or base_lr <= 0:
