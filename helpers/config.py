@@ -25,6 +25,9 @@ GPU_MEMORY_ENV = "MULTIGPU_GPU_MEMORY_MB"
 MIN_GPU_MEMORY_MB = 64
 #: Folder for the lessons' scratch files (read by helpers.notebook.scratch_dir).
 SCRATCH_ENV = "MULTIGPU_SCRATCH"
+#: How many XLA devices the JAX lessons (08, 10, 11) split the host CPU into when fewer than 2 GPUs are
+#: visible (read by helpers.meshes.jax_device_plan). Default 4 (a 2x2 mesh); 2 is what Kaggle's T4 x2 gives.
+JAX_DEVICES_ENV = "MULTIGPU_JAX_DEVICES"
 T = TypeVar("T")
 
 
@@ -60,7 +63,8 @@ def validate_environment() -> None:
 
     Checks ``MULTIGPU_MODE`` (``quick`` or ``full``, any case, blank = quick),
     ``MULTIGPU_GPU_MEMORY_MB`` (if set: a whole number of MiB, at least 64) and
-    ``MULTIGPU_SCRATCH`` (if set: not an existing file).  Imports nothing but the
+    ``MULTIGPU_SCRATCH`` (if set: not an existing file) and ``MULTIGPU_JAX_DEVICES`` (if set: a
+    whole number from 1 to 64, see :func:`jax_devices_requested`).  Imports nothing but the
     standard library, so it runs in milliseconds before TensorFlow, Keras or JAX.
     """
     mode()
@@ -74,6 +78,22 @@ def validate_environment() -> None:
         if value < MIN_GPU_MEMORY_MB:
             raise ValueError(f"{GPU_MEMORY_ENV}={memory!r} is too small: each logical GPU needs at "
                              f"least {MIN_GPU_MEMORY_MB} MiB.")
+    jax_devices_requested()
     scratch = os.environ.get(SCRATCH_ENV)
     if scratch and os.path.exists(scratch) and not os.path.isdir(scratch):
         raise ValueError(f"{SCRATCH_ENV}={scratch!r} is a file; point it at a folder (or unset it).")
+
+
+def jax_devices_requested() -> "int | None":
+    """``MULTIGPU_JAX_DEVICES`` as an int (1-64), or None when unset or blank; ``ValueError`` otherwise.
+
+    Why: one switch sets how many devices the JAX lessons run on, so CI (and a learner) can rehearse
+    Kaggle's two GPUs (``MULTIGPU_JAX_DEVICES=2``) on a CPU-only machine, as well as the default 4.
+    """
+    value = os.environ.get(JAX_DEVICES_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or not 1 <= int(value) <= 64:
+        raise ValueError(f"{JAX_DEVICES_ENV}={value!r} is not a device count; use a whole number "
+                         f"from 1 to 64 (e.g. {JAX_DEVICES_ENV}=2), or unset it for the default.")
+    return int(value)

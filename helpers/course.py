@@ -71,9 +71,9 @@ KAGGLE_T4X2_USES = {
     "05": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
     "06": "The lesson measures 1 and 2 GPUs (4 where a machine has them).",
     "07": "The kernel uses both GPUs; the two worker processes train on the CPU, with ring all-reduce.",
-    "08": "The JAX lesson needs 4 devices: with 2 GPUs it runs on 4 CPU devices, so the GPUs stay idle.",
+    "08": "The JAX lesson runs on both GPUs: its meshes are (1, 2) and (2, 1), and (2, 2) needs 4 devices.",
     "09": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
-    "10": "The JAX lesson needs 4 devices: with 2 GPUs it runs on 4 CPU devices, so the GPUs stay idle.",
+    "10": "The JAX lesson runs on both GPUs: memory is measured per GPU, over meshes of 2 devices.",
 }
 
 

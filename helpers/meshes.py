@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -31,27 +33,102 @@ def _check_n(n: object) -> int:
     return n
 
 
-def choose_jax_platform(n: int = 4) -> str:
-    """Before JAX starts: keep accelerators if at least ``n`` are visible, else use ``n`` CPU devices.
+#: CPU devices the JAX lessons use when fewer than 2 GPUs are visible and MULTIGPU_JAX_DEVICES is unset:
+#: 4 gives the 2x2 mesh (data x model); MULTIGPU_JAX_DEVICES=2 rehearses Kaggle's T4 x2.
+DEFAULT_CPU_DEVICES = 4
 
-    JAX uses its default platform (GPU when a CUDA-enabled jax is installed), and
-    a 2x2 mesh needs 4 devices.  With fewer than ``n`` GPUs this sets
-    ``JAX_PLATFORMS=cpu`` (the host CPU is split by ``XLA_FLAGS``, see
-    :func:`helpers.notebook.setup_notebook`).  Returns ``"accelerators"`` or
-    ``"cpu"``.  Does nothing once ``jax`` is imported (the choice is fixed then).
+
+@dataclass(frozen=True)
+class JaxPlan:
+    """What a JAX lesson runs on: ``platform`` ("gpu" or "cpu"), ``devices`` (how many), and why."""
+
+    platform: str
+    devices: int
+    reason: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment JAX must see before it starts (see :func:`jax_env`)."""
+        return jax_env(self)
+
+
+def jax_device_plan(n_gpus: int, requested: Optional[int] = None) -> JaxPlan:
+    """Pure: the devices a JAX lesson uses, from the visible GPU count and ``MULTIGPU_JAX_DEVICES``.
+
+    Two or more GPUs (Kaggle's T4 x2, a server): the GPUs, all of them or the first ``requested``.
+    Fewer (a laptop, Colab's single T4: one chip is not split for JAX): the host CPU split into
+    ``requested`` XLA devices, :data:`DEFAULT_CPU_DEVICES` when unset.  ``ValueError`` for a bad
+    count, or for ``requested`` above the GPUs there are (unset it, or set ``JAX_PLATFORMS=cpu``).
     """
-    _check_n(n)
+    if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 0:
+        raise ValueError(f"n_gpus must be an int >= 0, got {n_gpus!r}")
+    if requested is not None:
+        _check_n(requested)
+    if n_gpus >= 2:
+        if requested is not None and requested > n_gpus:
+            raise ValueError(f"MULTIGPU_JAX_DEVICES={requested} but only {n_gpus} GPUs are visible; unset it "
+                             "(the lessons use every GPU) or set JAX_PLATFORMS=cpu to rehearse on CPU devices")
+        n = requested or n_gpus
+        return JaxPlan("gpu", n, f"{n_gpus} GPUs visible: JAX runs on {n} of them")
+    n = requested or DEFAULT_CPU_DEVICES
+    why = "no GPU visible" if n_gpus == 0 else "1 GPU visible (JAX does not split one chip)"
+    return JaxPlan("cpu", n, f"{why}: JAX runs on the host CPU split into {n} XLA devices")
+
+
+def jax_env(plan: JaxPlan) -> dict[str, str]:
+    """Pure: the variables a plan sets before JAX starts (existing values win, see :func:`choose_jax_platform`).
+
+    CPU: ``JAX_PLATFORMS=cpu`` and ``XLA_FLAGS=--xla_force_host_platform_device_count=N``.  GPUs:
+    JAX would pre-allocate 75% of each GPU at start (jax #19267) and a TensorFlow child would take the
+    rest, so ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (allocate on demand) and
+    ``TF_FORCE_GPU_ALLOW_GROWTH=true`` for TensorFlow processes started beside the JAX kernel.
+    """
+    if plan.platform == "cpu":
+        return {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count={plan.devices}"}
+    if plan.platform == "gpu":
+        return {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    raise ValueError(f"plan.platform must be 'gpu' or 'cpu', got {plan.platform!r}")
+
+
+_PLANS: list[JaxPlan] = []  # the plan this process chose before JAX started (it holds while JAX runs)
+
+
+def choose_jax_platform(requested: Optional[int] = None) -> JaxPlan:
+    """Before JAX starts: decide the JAX devices (:func:`jax_device_plan`) and set :func:`jax_env`.
+
+    ``requested`` defaults to ``MULTIGPU_JAX_DEVICES`` (:func:`helpers.config.jax_devices_requested`).
+    A ``JAX_PLATFORMS`` the learner set wins (``cpu``: CPU devices; anything else: the GPUs).  Once
+    ``jax`` is imported the choice is fixed: the plan then describes the devices JAX has.
+    """
+    from .config import jax_devices_requested
+
+    if requested is None:
+        requested = jax_devices_requested()
     if "jax" in sys.modules:
+        if _PLANS:
+            return _PLANS[-1]
         import jax
 
-        return "cpu" if jax.default_backend() == "cpu" else "accelerators"
-    if os.environ.get("JAX_PLATFORMS"):
-        return "cpu" if os.environ["JAX_PLATFORMS"].strip() == "cpu" else "accelerators"
-
-    if len(gpus.visible_gpu_ids()) >= n:
-        return "accelerators"
-    os.environ["JAX_PLATFORMS"] = "cpu"
-    return "cpu"
+        devs = jax.devices()
+        kind = "cpu" if jax.default_backend() == "cpu" else "gpu"
+        return JaxPlan(kind, len(devs), f"JAX already started with {len(devs)} {kind} device(s)")
+    forced = os.environ.get("JAX_PLATFORMS", "").strip()
+    if forced == "cpu":
+        plan = jax_device_plan(0, requested)
+    else:
+        n_gpus = len(gpus.visible_gpu_ids())
+        plan = jax_device_plan(n_gpus, requested)
+        if forced and plan.platform == "cpu":  # the learner named an accelerator platform: keep it
+            plan = JaxPlan("gpu", requested or max(n_gpus, 1), f"JAX_PLATFORMS={forced} set by you")
+    for key, value in jax_env(plan).items():
+        if key == "XLA_FLAGS":
+            flags = os.environ.get("XLA_FLAGS", "")
+            if "xla_force_host_platform_device_count" not in flags:
+                os.environ["XLA_FLAGS"] = f"{flags} {value}".strip()
+        else:
+            os.environ.setdefault(key, value)
+    _PLANS.append(plan)
+    return plan
 
 
 def tf_backend_report() -> dict:

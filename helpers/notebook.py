@@ -12,6 +12,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 from . import config
 from .devices import check_device_count, ensure_devices, gpu_names, replica_kind, replicas_note, show_devices
@@ -51,7 +52,8 @@ def no_gpu_advice(where: str, n_gpus: int) -> str:
     return NO_GPU_ADVICE.get(where, "") if n_gpus == 0 else ""
 
 
-def _select_backend(backend: str, n_devices: int) -> None:
+def _select_backend(backend: str, n_devices: Optional[int]) -> Optional[int]:
+    """Set KERAS_BACKEND (and, for JAX, its devices); return the JAX device count (None for TensorFlow)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if "keras" in sys.modules:
@@ -62,14 +64,13 @@ def _select_backend(backend: str, n_devices: int) -> None:
                 f"Keras was already imported with the {keras.backend.backend()!r} backend; the backend "
                 "is fixed at import. Restart the kernel and run the Setup cells first."
             )
-        return
-    os.environ["KERAS_BACKEND"] = backend
-    if backend == "jax" and "jax" not in sys.modules:
-        choose_jax_platform(n_devices)  # fewer GPUs than needed (e.g. Colab): use n host CPU devices
-        flag = f"--xla_force_host_platform_device_count={n_devices}"
-        flags = os.environ.get("XLA_FLAGS", "")
-        if "xla_force_host_platform_device_count" not in flags:
-            os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+    else:
+        os.environ["KERAS_BACKEND"] = backend
+    if backend != "jax":
+        return None
+    plan = choose_jax_platform(n_devices)  # 2+ GPUs: the GPUs; fewer: MULTIGPU_JAX_DEVICES (default 4) CPUs
+    print(f"JAX devices: {plan.reason}")
+    return n_devices or plan.devices
 
 
 def jax_devices(n: int) -> list[str]:
@@ -86,10 +87,12 @@ def jax_devices(n: int) -> list[str]:
     return [str(d) for d in devs[:n]]
 
 
-def setup_notebook(devices: int = 2, backend: str = "tensorflow", seed: int = 42) -> list[str]:
+def setup_notebook(devices: Optional[int] = None, backend: str = "tensorflow", seed: int = 42) -> list[str]:
     """Prepare a lesson: backend, replica devices, seeds; print versions and devices.
 
-    Returns the replica device names (see :func:`helpers.devices.ensure_devices`).
+    ``devices``: TensorFlow replicas (default 2, see :func:`helpers.devices.ensure_devices`).  On JAX the
+    default is what the machine has (:func:`helpers.meshes.choose_jax_platform`: 2+ GPUs, else
+    ``MULTIGPU_JAX_DEVICES`` CPU devices, default 4).  Returns the replica device names.
     Safe to call again in the same kernel with the same arguments (Run All twice).
     """
     config.validate_environment()  # a typo in MULTIGPU_* fails here, before seconds of importing TensorFlow
@@ -97,12 +100,13 @@ def setup_notebook(devices: int = 2, backend: str = "tensorflow", seed: int = 42
         install_native_filter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-    check_device_count(devices)
-    _select_backend(backend, devices)
+    if devices is not None:
+        check_device_count(devices)
+    n_jax = _select_backend(backend, devices)
     if backend == "tensorflow":
-        names = ensure_devices(devices)
+        names = ensure_devices(2 if devices is None else devices)
     else:
-        names = jax_devices(devices)
+        names = jax_devices(n_jax)
     import keras
 
     if backend == "tensorflow":

@@ -6,6 +6,7 @@ configuration run in a subprocess.
 """
 
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -26,3 +27,14 @@ def pytest_sessionstart(session):
     from helpers.devices import ensure_devices
 
     ensure_devices(2)
+
+
+@pytest.fixture
+def fresh_jax_choice(monkeypatch):
+    """A process in which JAX has not started and nothing was chosen yet."""
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    monkeypatch.setattr("helpers.meshes._PLANS", [])
+    for key in ("JAX_PLATFORMS", "XLA_FLAGS", "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_FORCE_GPU_ALLOW_GROWTH",
+                "MULTIGPU_JAX_DEVICES"):
+        monkeypatch.delenv(key, raising=False)
+    return monkeypatch

@@ -45,26 +45,88 @@ def test_tf_backend_report_refuses_other_backends(monkeypatch, replicas):
         meshes.tf_backend_report()
 
 
-def test_choose_jax_platform(monkeypatch):
-    monkeypatch.delitem(sys.modules, "jax", raising=False)
-    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
-    monkeypatch.setattr("helpers.gpus.visible_gpu_ids", lambda: ["0", "1", "2", "3"])
-    assert meshes.choose_jax_platform(4) == "accelerators"
-    assert "JAX_PLATFORMS" not in os.environ
-    monkeypatch.setattr("helpers.gpus.visible_gpu_ids", lambda: ["0"])
-    assert meshes.choose_jax_platform(4) == "cpu"
-    assert os.environ["JAX_PLATFORMS"] == "cpu"
-    assert meshes.choose_jax_platform(4) == "cpu"  # already decided
-    monkeypatch.setenv("JAX_PLATFORMS", "cuda")
-    assert meshes.choose_jax_platform(4) == "accelerators"
+@pytest.mark.parametrize("n_gpus, requested, platform, devices", [
+    (0, None, "cpu", 4),      # a laptop: the 2x2 mesh's default
+    (0, 2, "cpu", 2),         # MULTIGPU_JAX_DEVICES=2: Kaggle's shape rehearsed on CPU
+    (1, None, "cpu", 4),      # Colab's one T4: JAX does not split one chip
+    (2, None, "gpu", 2),      # Kaggle T4 x2: both GPUs, not 4 CPU devices
+    (8, None, "gpu", 8),      # an 8-GPU server
+    (8, 4, "gpu", 4),         # the first 4 of 8
+])
+def test_jax_device_plan(n_gpus, requested, platform, devices):
+    plan = meshes.jax_device_plan(n_gpus, requested)
+    assert (plan.platform, plan.devices) == (platform, devices)
+    assert plan.reason
+
+
+def test_jax_device_plan_refuses_bad_counts():
+    for bad in (-1, True, 2.0):
+        with pytest.raises(ValueError, match="n_gpus"):
+            meshes.jax_device_plan(bad)
     for bad in (0, -1, True, 2.0):
         with pytest.raises(ValueError, match="positive int"):
-            meshes.choose_jax_platform(bad)
+            meshes.jax_device_plan(0, bad)
+    with pytest.raises(ValueError, match="only 2 GPUs"):
+        meshes.jax_device_plan(2, 4)
 
 
-def test_no_helper_module_named_like_keras_distribution():
-    import importlib.util
-    assert importlib.util.find_spec("helpers.distribution") is None   # the learner writes keras.distribution
+def test_jax_env_cpu_splits_the_host_and_gpu_shares_memory():
+    assert meshes.jax_device_plan(0, 2).env == {
+        "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    # On GPUs neither framework may grab the memory: JAX would pre-allocate 75%, TensorFlow all of it.
+    assert meshes.jax_device_plan(2).env == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+                                             "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    with pytest.raises(ValueError, match="platform"):
+        meshes.jax_env(meshes.JaxPlan("tpu", 4, "?"))
+
+
+def test_choose_jax_platform_on_kaggle_t4x2(fresh_jax_choice):
+    fresh_jax_choice.setattr("helpers.gpus.visible_gpu_ids", lambda: ["0", "1"])
+    plan = meshes.choose_jax_platform()
+    assert (plan.platform, plan.devices) == ("gpu", 2)
+    assert "JAX_PLATFORMS" not in os.environ and "XLA_FLAGS" not in os.environ
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+
+
+def test_choose_jax_platform_on_a_laptop_reads_the_switch(fresh_jax_choice):
+    fresh_jax_choice.setattr("helpers.gpus.visible_gpu_ids", lambda: [])
+    fresh_jax_choice.setenv("MULTIGPU_JAX_DEVICES", "2")
+    plan = meshes.choose_jax_platform()
+    assert (plan.platform, plan.devices) == ("cpu", 2)
+    assert os.environ["JAX_PLATFORMS"] == "cpu"
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ
+
+
+def test_choose_jax_platform_keeps_the_learners_settings(fresh_jax_choice):
+    fresh_jax_choice.setattr("helpers.gpus.visible_gpu_ids", lambda: ["0", "1"])
+    fresh_jax_choice.setenv("JAX_PLATFORMS", "cpu")          # rehearse on CPU devices on a GPU machine
+    fresh_jax_choice.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+    plan = meshes.choose_jax_platform(4)
+    assert plan.platform == "cpu"
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=8"  # not overwritten
+
+
+def test_choose_jax_platform_is_fixed_once_jax_runs(fresh_jax_choice):
+    fresh_jax_choice.setattr("helpers.gpus.visible_gpu_ids", lambda: [])
+    first = meshes.choose_jax_platform(2)
+    fresh_jax_choice.setitem(sys.modules, "jax", object())  # JAX has started: the choice holds
+    fresh_jax_choice.setattr("helpers.gpus.visible_gpu_ids", lambda: ["0", "1"])
+    assert meshes.choose_jax_platform() is first
+
+
+def test_bad_jax_devices_switch_fails_in_validate_environment(monkeypatch):
+    from helpers import config
+
+    for bad in ("two", "0", "65", "-2", "2.0"):
+        monkeypatch.setenv("MULTIGPU_JAX_DEVICES", bad)
+        with pytest.raises(ValueError, match="MULTIGPU_JAX_DEVICES"):
+            config.validate_environment()
+    monkeypatch.setenv("MULTIGPU_JAX_DEVICES", " ")
+    assert config.jax_devices_requested() is None
+    monkeypatch.setenv("MULTIGPU_JAX_DEVICES", "2")
+    assert config.jax_devices_requested() == 2
 
 
 WORKER = '''
