@@ -23,6 +23,7 @@ Modules, by concept:
     batchnorm  TF 1.3's zero-debias naming, per-replica BatchNorm drift       - lesson 04
     callbacks  ParallelModelCheckpoint                                        - lesson 05
     bench      the scaling benchmark (also `make bench`)                      - lesson 06
+    precision  the mixed-precision policy from compute capability             - lessons 06/10
     scaling, input_pipeline   batch/LR sweep; cache/prefetch measurements     - lesson 06
     cluster    local multi-worker launcher (also `python -m helpers.cluster`) - lesson 07
     resume     kill a fit job for real, restart it (BackupAndRestore)         - lesson 05
