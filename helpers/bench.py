@@ -196,13 +196,6 @@ class Measurement:
         return math.isfinite(self.samples_per_s)
 
 
-def mixed_policy_for(devices: Sequence[str]) -> str:
-    """``"mixed_float16"`` when the replicas are GPUs, else ``"mixed_bfloat16"`` (CPUs)."""
-    if not devices:
-        raise ValueError("devices must name at least one device")
-    return "mixed_float16" if all("GPU" in d.upper() for d in devices) else "mixed_bfloat16"
-
-
 def progress_line(m: Measurement) -> str:
     """One human line for a finished run."""
     head = f"[bench] {m.replicas} replica(s) | {WAY_LABELS.get(m.way, m.way):<31}"

@@ -548,21 +548,37 @@ class LocalCluster:
             raise RuntimeError("this cluster was already started; create a new LocalCluster to run again")
         check_ports_free(self.spec)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        base = child_env()  # the course's one policy (helpers.subproc): plain, unbuffered, no parent-only settings
-        if self.cpu_threads:
-            base["TF_NUM_INTRAOP_THREADS"] = base["TF_NUM_INTEROP_THREADS"] = str(self.cpu_threads)
+        envs = [self.worker_env(i) for i in range(len(self.tasks))]
         track(self)
         self._t0 = time.time()
         try:
-            for (job, index), cuda in zip(self.tasks, self.cuda):
-                env = dict(base, TF_CONFIG=tf_config(self.spec, job, index), CUDA_VISIBLE_DEVICES=cuda,
-                           **self.extra_env)
+            for env in envs:
                 self.procs.append(start([sys.executable, *self.command], self.log_path(len(self.procs)), env,
                                         die_with_parent=self.die_with_parent))
         except BaseException:
             self.stop()
             raise
         return self
+
+    def worker_env(self, i: int) -> dict[str, str]:
+        """The environment worker ``i`` starts with: its ``TF_CONFIG``, its GPUs, its CPU threads.
+
+        On top of the course's child policy (:func:`helpers.subproc.child_env`): ``CUDA_VISIBLE_DEVICES``
+        from :func:`gpu_assignment` (``-1``: CPU only), and for a worker with a GPU
+        ``TF_FORCE_GPU_ALLOW_GROWTH=true``, so it takes memory as needed beside the kernel that also sees
+        that GPU.  ``env=`` given to the cluster wins.
+        """
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.tasks):
+            raise ValueError(f"i must be a worker index from 0 to {len(self.tasks) - 1}, got {i!r}")
+        job, index = self.tasks[i]
+        env = child_env()  # the course's one policy (helpers.subproc): plain, unbuffered, no parent-only settings
+        if self.cpu_threads:
+            env["TF_NUM_INTRAOP_THREADS"] = env["TF_NUM_INTEROP_THREADS"] = str(self.cpu_threads)
+        env.update(TF_CONFIG=tf_config(self.spec, job, index), CUDA_VISIBLE_DEVICES=self.cuda[i])
+        if self.cuda[i] != "-1":
+            env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+        env.update(self.extra_env)
+        return env
 
     def __enter__(self) -> "LocalCluster":
         return self.start()

@@ -104,6 +104,21 @@ def _restart_error(n: int, have: str) -> RuntimeError:
     )
 
 
+def replica_plan(n: int, n_gpus: int) -> str:
+    """Pure: how :func:`ensure_devices` makes ``n`` replicas on a machine with ``n_gpus`` GPUs.
+
+    :data:`KIND_GPUS` (one real GPU each, memory growth on; Kaggle's T4 x2 for 2 replicas),
+    :data:`KIND_SPLIT_GPU` (GPU 0 split into ``n`` logical GPUs with capped memory; Colab's T4) or
+    :data:`KIND_SPLIT_CPU` (the CPU split into ``n`` logical CPUs; a laptop, Binder, CI).
+    """
+    _check_n(n)
+    if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 0:
+        raise ValueError(f"n_gpus must be an int >= 0, got {n_gpus!r}")
+    if n_gpus >= n:
+        return KIND_GPUS
+    return KIND_SPLIT_GPU if n_gpus else KIND_SPLIT_CPU
+
+
 def ensure_devices(n: int = 2, gpu_memory_mb: Optional[int] = None) -> list[str]:
     """Return ``n`` device names to use as replicas, creating logical devices if needed.
 
@@ -136,20 +151,18 @@ def ensure_devices(n: int = 2, gpu_memory_mb: Optional[int] = None) -> list[str]
 
     tf = _tf()
     gpus = tf.config.list_physical_devices("GPU")
-    if len(gpus) >= n:
-        kind = KIND_GPUS
+    kind = replica_plan(n, len(gpus))
+    if kind == KIND_GPUS:
         for gpu in gpus:  # take GPU memory as needed, so worker subprocesses (lesson 07) still fit
             try:
                 tf.config.experimental.set_memory_growth(gpu, True)
             except (RuntimeError, ValueError):
                 pass  # already initialised or split: leave TensorFlow's setting alone
-    elif gpus:
-        kind = KIND_SPLIT_GPU
+    elif kind == KIND_SPLIT_GPU:
         limit = gpu_memory_mb or default_gpu_memory_mb(n)
         cfg = [tf.config.LogicalDeviceConfiguration(memory_limit=limit)] * n
         _split(tf, gpus[0], cfg)
     else:
-        kind = KIND_SPLIT_CPU
         cpu = tf.config.list_physical_devices("CPU")[0]
         if n > 1:
             _split(tf, cpu, [tf.config.LogicalDeviceConfiguration()] * n)

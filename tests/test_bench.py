@@ -63,13 +63,6 @@ def test_speedup_limit_and_explanations():
         bench.speedup_limit("GPUs", 0)
 
 
-def test_mixed_policy_for_devices():
-    assert bench.mixed_policy_for(["/device:GPU:0", "/device:GPU:1"]) == "mixed_float16"
-    assert bench.mixed_policy_for(["/device:CPU:0"]) == "mixed_bfloat16"
-    with pytest.raises(ValueError):
-        bench.mixed_policy_for([])
-
-
 # -- the report (from hand-made measurements) ----------------------------------------------------
 
 def _m(way, n, sps, kind="CPU split into logical CPUs"):

@@ -209,3 +209,16 @@ def test_cpu_note_and_bad_kinds():
 def test_gpu_names_without_gpus(replicas):
     import tensorflow as tf
     assert devices.gpu_names() == [] or len(devices.gpu_names()) == len(tf.config.list_physical_devices("GPU"))
+
+
+@pytest.mark.parametrize("n, n_gpus, kind", [
+    (2, 2, devices.KIND_GPUS), (2, 8, devices.KIND_GPUS), (4, 2, devices.KIND_SPLIT_GPU),
+    (2, 1, devices.KIND_SPLIT_GPU), (2, 0, devices.KIND_SPLIT_CPU), (1, 0, devices.KIND_SPLIT_CPU)])
+def test_replica_plan(n, n_gpus, kind):
+    assert devices.replica_plan(n, n_gpus) == kind
+
+
+def test_replica_plan_refuses_bad_counts():
+    for bad in ((0, 2), (2, -1), (2, True), (2.0, 2)):
+        with pytest.raises(ValueError):
+            devices.replica_plan(*bad)

@@ -83,6 +83,11 @@ def _broken_code():
     return src
 
 
+def _scratch():
+    import tempfile
+    return Path(tempfile.mkdtemp(prefix="lesson06-scripts-"))
+
+
 def _variant(*replacements):
     """The notebook's broken prepare with some of its traps fixed (old -> new text replacements)."""
     import keras
@@ -95,7 +100,8 @@ def _variant(*replacements):
     for old, new in replacements:
         assert old in src, f"the notebook's broken code changed: {old!r} not found"
         src = src.replace(old, new)
-    namespace = {"tf": tf, "keras": keras, "bench": bench, "REPLICAS": ensure_devices(2)}
+    child = bench.load_script(bench.write_scripts(_scratch()))   # the lesson's bench_child (imports bench_lib)
+    namespace = {"tf": tf, "keras": keras, "bench": bench, "child": child, "REPLICAS": ensure_devices(2)}
     exec(compile(src, "broken_prepare", "exec"), namespace)
     return namespace["prepare"]
 
@@ -122,7 +128,7 @@ def test_06_5_other_wrong_fixes(replicas):
     fixed = (POLICY_LEFT_SET, SCALED_TWICE, CACHE_AFTER_AUGMENT)
     not_scaled = ("lr = base_lr * global_batch / base_batch * strategy.num_replicas_in_sync", "lr = base_lr")
     _not_yet("06.5", _variant(POLICY_LEFT_SET, CACHE_AFTER_AUGMENT, not_scaled), "scales the rate too")
-    no_mixed = ("    keras.mixed_precision.set_global_policy(bench.mixed_policy_for(REPLICAS))\n", "")
+    no_mixed = ("    keras.mixed_precision.set_global_policy(child.mixed_policy(child.capabilities(REPLICAS)))\n", "")
     _not_yet("06.5", _variant(*fixed, no_mixed), "keep mixed precision")
     no_cache = (".map(augment).cache()", ".map(augment)")
     _not_yet("06.5", _variant(POLICY_LEFT_SET, SCALED_TWICE, no_cache), "keep the cache")
