@@ -94,3 +94,23 @@ def test_make_gpu_check_on_a_gpu_less_machine_stops_and_touches_nothing(tmp_path
     assert proc.returncode != 0
     assert "needs a machine with an NVIDIA GPU" in proc.stdout and "Nothing was installed or run" in proc.stdout
     assert not (tmp_path / "venv").exists() and sorted(p.name for p in ROOT.iterdir()) == before
+
+
+def test_readme_kaggle_cell_runs_every_shape_of_a_t4x2(tmp_path):
+    """The README's Kaggle cell: its loop runs `run` once per shape the probe finds (nvidia-smi faked as T4 x2)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- kaggle-gpu-check -->\n```bash\n(.*?)```", readme, re.S).group(1)
+    [loop] = [line[1:] for line in block.splitlines() if line.startswith("!for ")]
+    pins = (ROOT / "requirements-hosted.txt").read_text()
+    for pin in re.findall(r"(\S+==\S+)", block):
+        assert pin in pins, f"the Kaggle cell installs {pin}, the hosted stack pins otherwise"
+    env = _fake_smi(tmp_path, CSV["t4x2"])
+    shim = tmp_path / "python"        # `python` as on Kaggle; `run` only records what it would run
+    shim.write_text(f'#!/bin/sh\nif [ "$2" = run ]; then echo "RUN $3 $4 $5"; else exec {sys.executable} "$@"; fi\n')
+    shim.chmod(0o755)
+    proc = subprocess.run(["bash", "-c", loop], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["RUN split --out /kaggle/working/gpu-check",
+                                           "RUN two --out /kaggle/working/gpu-check"], proc.stdout
