@@ -71,7 +71,7 @@ KAGGLE_T4X2_USES = {
     "05": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
     "06": "The lesson measures 1 and 2 GPUs; its 4-replica row splits GPU 0 in four (4 real GPUs where there are).",
     "07": "The kernel uses both GPUs, then each of the two worker processes owns one GPU, with NCCL between them.",
-    "08": "The JAX lesson runs on both GPUs: its meshes are (1, 2) and (2, 1), and (2, 2) needs 4 devices.",
+    "08": "The JAX lesson runs on both GPUs: meshes of 2 (2x2 needs 4); its 2-process job runs on the CPU.",
     "09": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
     "10": "The JAX lesson runs on both GPUs: memory is measured per GPU, over meshes of 2 devices.",
 }
