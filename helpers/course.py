@@ -73,7 +73,7 @@ KAGGLE_T4X2_USES = {
     "07": "The kernel uses both GPUs, then each of the two worker processes owns one GPU, with NCCL between them.",
     "08": "The JAX lesson runs on both GPUs: meshes of 2 (2x2 needs 4); its 2-process job runs on the CPU.",
     "09": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
-    "10": "The JAX lesson runs on both GPUs: memory is measured per GPU, over meshes of 2 devices.",
+    "10": "The JAX lesson runs on both GPUs: memory per GPU, FSDP over 2, mixed_float16 (no fast bfloat16 on a T4).",
 }
 
 

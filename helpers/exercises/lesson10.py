@@ -2,9 +2,11 @@
 
 10.1 is checked by measurement: the checker compiles the train step the answer
 describes and reads XLA's ``memory_analysis()``.  That needs Keras on the JAX
-backend with 4 XLA devices; the notebook's kernel has them, any other process
-(the TensorFlow test run) measures in a fresh JAX subprocess.  Results are cached
-per answer, so checking twice costs one compile.
+backend with the lesson's N devices (2 or 4, lesson 10's setup picks them); the
+notebook's kernel has them, any other process (the TensorFlow test run) measures
+in a fresh JAX subprocess with N host devices (4 unless told).  The budget
+depends on N: only the weights sharded over all N devices fit.  Results are
+cached per answer, so checking twice costs one compile.
 """
 
 from __future__ import annotations
@@ -24,8 +26,12 @@ from . import register
 INPUT_WIDTH = 256          #: the lesson's WIDTH: big_mlp() takes 256 features
 HIDDEN = 1024              #: three hidden Dense layers this wide
 GLOBAL_BATCH = 256         #: examples per weight update
-BUDGET_MIB = 28            #: per-device budget for argument + temp of the compiled step
-DEVICES = 4
+DEFAULT_DEVICES = 4        #: devices a process without lesson 10's JAX kernel measures on (the lesson's default)
+#: Per-device budget (MiB, argument + temp of the compiled step) by device count N, from XLA:CPU's figures: the
+#: kernels sharded over all N devices fit (N=2: 31.8 MiB; 4: 25.0, 27.5 with accumulation; 8: 21.6), the best
+#: answer with fewer devices or no sharding does not (2: 39.4, 4: 31.8, 8: 25.0).
+#: tests/test_exercises_lesson10.py re-measures N=2 and N=4.
+BUDGETS_MIB = {2: 35, 4: 28, 8: 23}
 KEYS_10_1 = ("replicas", "shard_weights", "gradient_accumulation_steps")
 
 
@@ -76,6 +82,27 @@ def _measure_here(replicas: int, shard_weights: bool, accumulation: int) -> dict
             "slots": bytes_on_device(state[2])}
 
 
+def devices_here() -> int:
+    """The N of exercise 10.1: this process's JAX devices when Keras runs on JAX here (lesson 10's kernel),
+    else :data:`DEFAULT_DEVICES`."""
+    if "keras" in sys.modules and "jax" in sys.modules:
+        import jax
+        import keras
+
+        if keras.backend.backend() == "jax":
+            return len(jax.devices())
+    return DEFAULT_DEVICES
+
+
+def budget_mib(devices: "int | None" = None) -> int:
+    """Exercise 10.1's per-device budget in MiB for ``devices`` (default :func:`devices_here`)."""
+    n = devices_here() if devices is None else devices
+    if n not in BUDGETS_MIB:
+        raise ValueError(f"exercise 10.1 has budgets for {sorted(BUDGETS_MIB)} devices, not {n!r}; "
+                         "run lesson 10 with MULTIGPU_JAX_DEVICES=2 or 4")
+    return BUDGETS_MIB[n]
+
+
 def _can_measure_here(replicas: int) -> bool:
     if "keras" not in sys.modules or "jax" not in sys.modules:
         return False
@@ -93,7 +120,7 @@ def measure_all(configs) -> dict:
 
     Each result is ``{"argument", "temp", "weights", "slots"}``.  Measured in this process
     when Keras runs on JAX with enough devices; otherwise all uncached configs are measured
-    in one fresh JAX process with 4 host devices.
+    in one fresh JAX process with as many host devices as the largest config needs.
     """
     configs = [(int(r), bool(s), int(a)) for r, s, a in configs]
     todo = [c for c in dict.fromkeys(configs) if c not in _CACHE]
@@ -101,12 +128,13 @@ def measure_all(configs) -> dict:
         for c in todo:
             _CACHE[c] = _measure_here(*c)
     elif todo:
+        n_host = max(c[0] for c in todo)
         run = run_python(f"""
             import json
             from helpers.exercises.lesson10 import _measure_here
             print(json.dumps([_measure_here(*c) for c in {todo!r}]))
         """, env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
-                  "XLA_FLAGS": f"--xla_force_host_platform_device_count={DEVICES}"}, timeout=600, echo=False)
+                  "XLA_FLAGS": f"--xla_force_host_platform_device_count={n_host}"}, timeout=600, echo=False)
         if not run.ok:
             raise RuntimeError(f"measuring in a JAX subprocess failed: {run.last_error_line() or run.stderr[-300:]}")
         _CACHE.update(zip(todo, json.loads(run.stdout.strip().splitlines()[-1])))
@@ -127,8 +155,11 @@ def _check_budget(answer):
     if missing:
         return False, f"the dict needs the keys {list(KEYS_10_1)}; missing {missing}"
     replicas, shard, accum = answer["replicas"], answer["shard_weights"], answer["gradient_accumulation_steps"]
-    if replicas not in (1, 2, 4) or isinstance(replicas, bool):
-        return False, f"replicas={replicas!r}: use 1, 2 or 4 (this machine has 4 devices)"
+    n = devices_here()
+    allowed = [r for r in (1, 2, 4, 8, 16, 32, 64) if r <= n]
+    if replicas not in allowed or isinstance(replicas, bool):
+        choices = ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}" if len(allowed) > 1 else "1"
+        return False, f"replicas={replicas!r}: use {choices} (this kernel has {n} devices)"
     if not isinstance(shard, bool):
         return False, f"shard_weights={shard!r}: give True or False"
     if isinstance(accum, bool) or not isinstance(accum, int) or accum < 1:
@@ -136,12 +167,13 @@ def _check_budget(answer):
     if GLOBAL_BATCH % (accum * replicas):
         return False, (f"a global batch of {GLOBAL_BATCH} in {accum} micro-batch(es) split over {replicas} "
                        f"replica(s) does not divide evenly; pick k so that {GLOBAL_BATCH} / k divides by {replicas}")
+    budget = budget_mib(n)
     m = measure(int(replicas), bool(shard), int(accum))
     total = m["argument"] + m["temp"]
     figures = (f"{_mib(total)} per device (weights {_mib(m['weights'])}, optimizer slots {_mib(m['slots'])}, "
                f"temp {_mib(m['temp'])})")
-    if total <= BUDGET_MIB * 2 ** 20:
-        return True, (f"measured {figures}, within {BUDGET_MIB} MiB: sharding the weights over {replicas} devices "
+    if total <= budget * 2 ** 20:
+        return True, (f"measured {figures}, within {budget} MiB: sharding the weights over {replicas} devices "
                       "splits the weights and Adam slots, which replicas alone never do")
     if shard and replicas == 1:
         why = "sharding over 1 device splits nothing: shard over several replicas"
@@ -151,14 +183,17 @@ def _check_budget(answer):
     elif not shard:
         why = ("every data-parallel replica holds all weights and Adam's two slots per weight; more replicas "
                "only split the activations, a small part of this model's temp (mostly full-size gradients)")
-    else:
+    elif replicas < n:
         why = "sharded over fewer devices, each still holds too large a slice of the weights and slots"
-    return False, f"measured {figures} > budget {BUDGET_MIB} MiB: {why}"
+    else:
+        why = ("accumulation adds a gradient accumulator as large as each device's slice of the weights, and the "
+               "activations it saves are small for this model")
+    return False, f"measured {figures} > budget {budget} MiB: {why}"
 
 
 def _solve_budget():
-    # Weights + Adam slots dominate this model: only sharding them (FSDP) over all 4 devices shrinks them.
-    return {"replicas": 4, "shard_weights": True, "gradient_accumulation_steps": 1}
+    # Weights + Adam slots dominate this model: only sharding them (FSDP) over all N devices shrinks them enough.
+    return {"replicas": devices_here(), "shard_weights": True, "gradient_accumulation_steps": 1}
 
 
 register("10.1", title="fit a model into a per-device memory budget", checker=_check_budget,
