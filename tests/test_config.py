@@ -40,7 +40,7 @@ def test_names_match_the_modules_that_read_them():
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for name in (config.ENV_VAR, config.GPU_MEMORY_ENV, config.SCRATCH_ENV):
+    for name in (config.ENV_VAR, config.GPU_MEMORY_ENV, config.SCRATCH_ENV, config.JAX_DEVICES_ENV):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -53,6 +53,8 @@ def clean_env(monkeypatch):
     {"MULTIGPU_GPU_MEMORY_MB": "64"},
     {"MULTIGPU_GPU_MEMORY_MB": " 1024 "},
     {"MULTIGPU_GPU_MEMORY_MB": ""},
+    {"MULTIGPU_JAX_DEVICES": "2"},
+    {"MULTIGPU_JAX_DEVICES": ""},
 ])
 def test_validate_accepts_good_settings(clean_env, settings):
     for name, value in settings.items():
@@ -68,6 +70,8 @@ def test_validate_accepts_good_settings(clean_env, settings):
     ("MULTIGPU_GPU_MEMORY_MB", " ", "not a whole number"),
     ("MULTIGPU_GPU_MEMORY_MB", "63", "at least 64 MiB"),
     ("MULTIGPU_GPU_MEMORY_MB", "-1", "at least 64 MiB"),
+    ("MULTIGPU_JAX_DEVICES", "two", "MULTIGPU_JAX_DEVICES='two' is not a device count"),
+    ("MULTIGPU_JAX_DEVICES", "0", "from 1 to 64"),
 ])
 def test_validate_rejects_bad_settings_in_one_line(clean_env, name, value, words):
     clean_env.setenv(name, value)
