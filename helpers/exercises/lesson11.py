@@ -1,0 +1,249 @@
+"""Exercises of 11_finetune_llm_across_devices.
+
+Both are checked on the devices: the checker builds the lesson's tiny Gemma (``tiny_gemma``) with LoRA under
+the answer's layout, on a ``(1, N)`` mesh (and ``(2, N // 2)`` where N >= 4), and reads every weight's sharding.
+That needs Keras on the JAX backend with keras-hub and N devices: the notebook's kernel has them; any other
+process (the TensorFlow test run) checks in one fresh JAX subprocess with N host devices (4 unless told), to
+which the answer function travels as its source code.  Facts are cached per answer source and device count, so
+checking twice costs one build.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import sys
+import textwrap
+
+from ..subproc import run_python
+from . import register
+
+VOCAB = 16                 #: the lesson's sentencepiece vocabulary
+HEADS, HEAD_DIM, HIDDEN, FFW, LAYERS, RANK = 8, 8, 64, 256, 2, 4
+DEFAULT_DEVICES = 4        #: devices a process without lesson 11's JAX kernel checks on (the lesson's default)
+
+#: What a right layout gives decoder_block_0's kernels: the dimension split over "model" (None: never "model").
+MODEL_DIM = {"attention/query/kernel": 0, "attention/attention_output/kernel": 0, "ffw_gating/kernel": 1,
+             "ffw_gating_2/kernel": 1, "ffw_linear/kernel": 0, "attention/key/kernel": None,
+             "attention/value/kernel": None}
+
+
+def tiny_gemma(vocabulary_size: int = VOCAB, seed: int = 11):
+    """The lesson's model: a 2-layer GemmaCausalLM, 8 query heads and 1 key/value head (as gemma_2b_en)."""
+    import keras
+    import keras_hub
+
+    keras.utils.set_random_seed(seed)
+    backbone = keras_hub.models.GemmaBackbone(
+        vocabulary_size=vocabulary_size, num_layers=LAYERS, num_query_heads=HEADS, num_key_value_heads=1,
+        hidden_dim=HIDDEN, intermediate_dim=FFW, head_dim=HEAD_DIM)
+    return keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=None)
+
+
+def lora_paths() -> list[str]:
+    """Paths of the LoRA weights ``enable_lora`` adds to ``tiny_gemma()`` (query and value of each layer)."""
+    return [f"decoder_block_{i}/attention/{name}/lora_kernel_{ab}"
+            for i in range(LAYERS) for name in ("query", "value") for ab in "ab"]
+
+
+def devices_here() -> int:
+    """N: this process's JAX devices when Keras runs on JAX here (lesson 11's kernel), else DEFAULT_DEVICES."""
+    if "keras" in sys.modules and "jax" in sys.modules:
+        import jax
+        import keras
+
+        if keras.backend.backend() == "jax":
+            return len(jax.devices())
+    return DEFAULT_DEVICES
+
+
+def _meshes(n: int) -> list[tuple[int, int]]:
+    return [(1, n)] + ([(2, n // 2)] if n >= 4 else [])
+
+
+def _facts_here(kind: str, fn, n: int) -> list[dict]:
+    """Build with the answer on each mesh (this process: Keras on JAX, >= n devices); what came out, as data."""
+    from keras import distribution as kd
+
+    out = []
+    for shape in _meshes(n):
+        mesh = kd.DeviceMesh(shape, ("batch", "model"), kd.list_devices()[:n])
+        facts = {"mesh": list(shape), "error": None}
+        try:
+            if kind == "write":
+                layout_map = fn(mesh)
+                if not isinstance(layout_map, kd.LayoutMap):
+                    raise TypeError(f"layout_for(mesh) returned {type(layout_map).__name__}, not a LayoutMap")
+                with kd.ModelParallel(layout_map=layout_map, batch_dim_name="batch").scope():
+                    lm = tiny_gemma()
+                    lm.backbone.enable_lora(rank=RANK)
+            else:
+                got = fn(mesh)
+                if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], kd.LayoutMap)):
+                    raise TypeError("setup(mesh) must return (layout_map, causal_lm)")
+                layout_map, lm = got
+        except Exception as exc:  # the learner's layout fails to build: that is the verdict
+            facts["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            out.append(facts)
+            continue
+        facts["keys"] = list(layout_map)
+        facts["weights"] = {v.path: [list(v.value.sharding.spec), list(v.value.sharding.shard_shape(v.shape)),
+                                     len(v.value.sharding.device_set)] for v in lm.backbone.weights}
+        facts["trainable"] = [v.path for v in lm.trainable_weights]
+        out.append(facts)
+    return out
+
+
+_CACHE: dict = {}
+
+
+def _source(fn) -> str:
+    return textwrap.dedent(inspect.getsource(fn))
+
+
+def facts(kind: str, fn, n: "int | None" = None) -> list[dict]:
+    """What building with answer ``fn`` gives on each mesh of N devices (cached per source and N).
+
+    In lesson 11's kernel (Keras on JAX, N devices) it builds here; elsewhere in one fresh JAX process with N
+    host devices, where ``fn`` is re-created from its source with ``kd``, ``keras``, ``keras_hub``,
+    ``tiny_gemma`` and ``np`` defined.
+    """
+    n = devices_here() if n is None else n
+    try:
+        src = _source(fn)
+    except (OSError, TypeError):
+        src = None
+    key = (kind, src or id(fn), n)
+    if key in _CACHE:
+        return _CACHE[key]
+    here = "keras" in sys.modules and "jax" in sys.modules and devices_here() >= n
+    if here:
+        import keras
+
+        here = keras.backend.backend() == "jax"
+    if here:
+        result = _facts_here(kind, fn, n)
+    else:
+        if src is None:
+            raise ValueError("cannot read this function's source: define it in a cell or a file")
+        run = run_python(f"""
+            import json, keras, keras_hub, numpy as np
+            from keras import distribution as kd
+            from helpers.exercises.lesson11 import _facts_here, tiny_gemma
+            namespace = dict(kd=kd, keras=keras, keras_hub=keras_hub, tiny_gemma=tiny_gemma, np=np)
+            exec({src!r}, namespace)
+            fn = namespace[{fn.__name__!r}]
+            print(json.dumps(_facts_here({kind!r}, fn, {n})))
+        """, env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+                  "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}"}, timeout=600, echo=False)
+        if not run.ok:
+            raise RuntimeError(f"checking in a JAX subprocess failed: {run.last_error_line() or run.stderr[-300:]}")
+        result = json.loads(run.stdout.strip().splitlines()[-1])
+    _CACHE[key] = result
+    return result
+
+
+def _lora_caught(keys: list[str]) -> list[str]:
+    """LoRA paths some key reaches under Keras <= 3.13 (re.search) or >= 3.14 (re.fullmatch)."""
+    return [p for p in lora_paths() if any(re.search(k, p) or re.fullmatch(k, p) for k in keys)]
+
+
+def _judge(all_facts: list[dict], n: int) -> "tuple[bool, str]":
+    for f in all_facts:
+        where = f"on the {tuple(f['mesh'])} mesh"
+        if f["error"]:
+            return False, f"building with LoRA {where} fails: {f['error']}"
+        weights, wrong = f["weights"], []
+        caught = _lora_caught(f["keys"])
+        if caught:
+            wrong.append(f"the key(s) reach {len(caught)} LoRA weights on some Keras version (e.g. {caught[0]}); "
+                         "end kernel keys so that 'lora_kernel_a' cannot match")
+        for path in lora_paths():
+            spec, _, on = weights[path]
+            if any(spec) or on != n:
+                wrong.append(f"{path} is {spec} on {on} of {n} devices; adapters belong whole on every device "
+                             "(enable_lora inside the distribution's scope)")
+                break
+        for short, dim in MODEL_DIM.items():
+            spec, per_device, _ = weights[f"decoder_block_0/{short}"]
+            spec = spec + [None] * 3
+            if dim is None and "model" in spec:
+                wrong.append(f"{short} has 1 head: keep it whole on 'model', got {spec[:3]}")
+            elif dim is not None and spec[dim] != "model":
+                wrong.append(f"{short} should split dimension {dim} over 'model' "
+                             f"({'heads' if 'attention' in short else 'columns' if 'gating' in short else 'rows'}), "
+                             f"got {spec[:len(per_device)]}")
+        emb_spec = weights["token_embedding/embeddings"][0] + [None]
+        if emb_spec[0] != "model":
+            wrong.append(f"token_embedding/embeddings should split its rows over 'model', got {emb_spec[:2]}")
+        not_lora = [p for p in f["trainable"] if "lora_kernel" not in p]
+        if not_lora or not f["trainable"]:
+            wrong.append(f"only the LoRA weights should train, trainable: {not_lora[:2] or 'none'}")
+        if wrong:
+            return False, f"{where}: " + "; ".join(wrong)
+    meshes = " and ".join(str(tuple(f["mesh"])) for f in all_facts)
+    return True, (f"built with LoRA on {meshes}: heads, MLP columns/rows and embedding rows split over 'model', "
+                  "the single K/V head and the adapters whole on every device, and no key reaches a LoRA weight "
+                  "under Keras 3.13's search or 3.14's full match")
+
+
+# ---- 11.1: write a layout map -------------------------------------------------------------------
+
+def _check_write(answer):
+    n = devices_here()
+    return _judge(facts("write", answer, n), n)
+
+
+def _solve_write():
+    def layout_for(mesh):
+        from keras import distribution as kd
+
+        layout_map = kd.LayoutMap(mesh)
+        layout_map["token_embedding/embeddings"] = ("model", "batch")
+        layout_map[".*attention/query/kernel"] = ("model", "batch", None)            # split by heads
+        layout_map[".*attention/(key|value)/kernel"] = (None, "batch", None)          # 1 head: whole
+        layout_map[".*attention_output/kernel"] = ("model", None, "batch")
+        layout_map[".*ffw_gating(_2)?/kernel"] = ("batch", "model")                   # columns
+        layout_map[".*ffw_linear/kernel"] = ("model", "batch")                        # rows
+        return layout_map
+    return layout_for
+
+
+register("11.1", title="a layout map for the lesson's Gemma, on the devices", checker=_check_write,
+         solution=_solve_write, expects="function", takes=1,
+         wants="a function layout_for(mesh) that returns a keras.distribution.LayoutMap",
+         hint="one key per kernel family; a key that ends right after 'kernel' with a '/' before it cannot "
+              "reach 'lora_kernel_a'; a dimension of size 1 cannot be split.")
+
+# ---- 11.2: fix a broken LoRA + ModelParallel setup ----------------------------------------------
+
+
+def _check_fix(answer):
+    n = devices_here()
+    return _judge(facts("fix", answer, n), n)
+
+
+def _solve_fix():
+    def setup(mesh):
+        from keras import distribution as kd
+
+        layout_map = kd.LayoutMap(mesh)
+        layout_map["token_embedding/embeddings"] = ("model", "batch")
+        layout_map["decoder_block.*attention/query/kernel"] = ("model", "batch", None)
+        layout_map["decoder_block.*attention/(key|value)/kernel"] = (None, "batch", None)  # 1 K/V head
+        layout_map["decoder_block.*attention_output/kernel"] = ("model", None, "batch")
+        layout_map["decoder_block.*ffw_gating.*/kernel"] = ("batch", "model")     # '/kernel': not lora_kernel
+        layout_map["decoder_block.*ffw_linear/kernel"] = ("model", "batch")
+        distribution = kd.ModelParallel(layout_map=layout_map, batch_dim_name="batch")
+        with distribution.scope():
+            lm = tiny_gemma()
+            lm.backbone.enable_lora(rank=4)                                       # inside the scope
+        return layout_map, lm
+    return setup
+
+
+register("11.2", title="fix a LoRA + ModelParallel setup", checker=_check_fix, solution=_solve_fix,
+         expects="function", takes=1, wants="a function setup(mesh) that returns (layout_map, causal_lm)",
+         hint="three things are wrong: what one rule does to a single head, what '.*kernel' can reach, and "
+              "where the LoRA weights are created.")
