@@ -51,7 +51,7 @@ help:
 	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
 	@echo "                    (LAB_ARGS='--port=8890 --IdentityProvider.token=abc' passes options to jupyter lab)"
 	@echo "make test         - unit tests + every notebook through nbval, with a per-notebook time table"
-	@echo "                    (then lessons 08 and 10 again with MULTIGPU_JAX_DEVICES=2)"
+	@echo "                    (then lessons 08, 10 and 11 again with MULTIGPU_JAX_DEVICES=2)"
 	@echo "make install      - only create and fill the environment (.venv, or .venv-hosted with STACK=hosted)"
 	@echo "make unit         - unit tests only;  make notebooks - notebooks only"
 	@echo "make capsule      - build the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3) if Python 3.6 exists"
@@ -117,8 +117,8 @@ test: $(STAMP) capsule
 	  --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS)
 	@echo "JAX lessons again on 2 devices, as on Kaggle's T4 x2: MULTIGPU_JAX_DEVICES=2"
 	MULTIGPU_JAX_DEVICES=2 $(TEST_ENV) $(PY) -m pytest notebooks/08_keras3_distribution_api.ipynb \
-	  notebooks/10_memory_and_profiling.ipynb --nbval-lax --nbval-current-env \
-	  --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS)
+	  notebooks/10_memory_and_profiling.ipynb notebooks/11_finetune_llm_across_devices.ipynb \
+	  --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(REFRESH_HELPERS)

@@ -74,6 +74,7 @@ KAGGLE_T4X2_USES = {
     "08": "The JAX lesson runs on both GPUs: meshes of 2 (2x2 needs 4); its 2-process job runs on the CPU.",
     "09": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
     "10": "The JAX lesson runs on both GPUs: memory per GPU, FSDP over 2, mixed_float16 (no fast bfloat16 on a T4).",
+    "11": "The JAX lesson splits its small Gemma over both GPUs, a (1, 2) mesh; in full mode it can load Gemma 2B.",
 }
 
 
@@ -108,6 +109,8 @@ LESSONS = [
      "hangs, uneven batches, replica metrics, NaNs, clipping, OOM and warnings: symptom, diagnosis, fix"),
     ("10_memory_and_profiling.ipynb", "Memory and where the time goes",
      "per-device bytes measured, accumulation, remat, bf16, sharded weights; a profile split"),
+    ("11_finetune_llm_across_devices.ipynb", "Fine-tune a language model across devices",
+     "a KerasHub Gemma with LoRA and ModelParallel: layout traps, bytes per device, Gemma 2B on T4 x2"),
 ]
 
 
