@@ -11,7 +11,8 @@ Modules, by concept:
     data       offline digits / CIFAR-10 loader
     notebook   ``setup_notebook``, ``scratch_dir``
     exercises  self-checks and solutions (one module per lesson)
-    subproc    run a snippet in a fresh interpreter (device/backend settings)
+    checks     argument checks (``positive_int`` ...): one clear ValueError
+    subproc    child processes: environment, start/stop/run, their errors; ``load_script``
     models     the small models every lesson trains
     tables     plain-text tables
     plotting   diagrams (data/model/pipeline parallelism, visible GPUs)      - lesson 01/02
@@ -25,7 +26,8 @@ Modules, by concept:
     bench      the scaling benchmark (also `make bench`)                      - lesson 06
     precision  the mixed-precision policy from compute capability             - lessons 06/10
     scaling, input_pipeline   batch/LR sweep; cache/prefetch measurements     - lesson 06
-    cluster    local multi-worker launcher (also `python -m helpers.cluster`) - lesson 07
+    cluster    local multi-worker launcher (CLI: `python -m helpers.cluster_cli`) - lesson 07
+    slurm      what SlurmClusterResolver makes of Slurm's variables          - lesson 07
     resume     kill a fit job for real, restart it (BackupAndRestore)         - lesson 05
     meshes     JAX device choice, keras.distribution on TensorFlow (a report)  - lesson 08
     clinic     weights per step, activation bytes, worker logs                - lesson 09
@@ -41,7 +43,7 @@ standard library, numpy, sibling helpers modules) is imported at the top of the 
 inside a function. Why: ``import helpers`` and any ``helpers.<module>`` must not start
 TensorFlow, JAX or matplotlib. Lesson 08 picks the Keras backend after importing helpers, the
 device variables (CUDA_VISIBLE_DEVICES, logical devices) must be set before a framework starts,
-and ``python -m helpers.cluster`` and its worker processes should not pay seconds of TensorFlow
+and ``python -m helpers.cluster_cli`` and its worker processes should not pay seconds of TensorFlow
 import they do not need. A class with a framework base class is built on first use (``lazy``).
 """
 

@@ -21,9 +21,9 @@ too: the difference between the two is what a bigger batch alone buys.
 The measuring code is lesson 06's: its ``%%writefile`` cells write a benchmark
 script in two files (``bench_lib.py``: replica devices, dtype policy, the models;
 ``bench_child.py``: a ``StepTimer`` callback, a timed ``fit``, the three ways, one JSON line
-per way), which imports nothing from ``helpers``.  The kernel imports that script (:func:`load_script`) for
-the replica counts it has devices for; the replica count is fixed once TensorFlow
-initialised its devices, so :func:`run_script` runs it in a fresh process for the
+per way), which imports nothing from ``helpers``.  The kernel imports that script
+(:func:`helpers.subproc.load_script`) for the replica counts it has devices for; the replica count is
+fixed once TensorFlow initialised its devices, so :func:`run_script` runs it in a fresh process for the
 others - one process at a time, so nothing is timed while another process is busy
 and memory stays at two TensorFlow processes.  :func:`to_measurement` and
 :func:`make_report` turn the per-step samples/s into statistics, and
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.util
 import json
 import math
 import os
@@ -60,7 +59,8 @@ from typing import Optional, Sequence
 
 from . import config, devices
 from .devices import GPU_MEMORY_ENV, KIND_SPLIT_GPU, hardware_label
-from .subproc import child_env
+from .checks import is_int, positive_int, positive_number
+from .subproc import child_env, run
 
 WAYS = ("one_device", "towers", "mirrored")
 WAY_LABELS = {
@@ -108,9 +108,9 @@ class BenchConfig:
         reps = tuple(self.replicas)
         if not reps:
             raise ValueError("replicas must name at least one replica count, e.g. (1, 2, 4)")
-        for n in reps:
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"replica counts must be ints >= 1, got {n!r} in replicas={reps}")
+        bad = [n for n in reps if not is_int(n) or n < 1]
+        if bad:
+            raise ValueError(f"replica counts must be ints >= 1, got {bad[0]!r} in replicas={reps}")
         if len(set(reps)) != len(reps):
             raise ValueError(f"replica counts must not repeat, got {reps}")
         ways = tuple(self.ways)
@@ -121,29 +121,22 @@ class BenchConfig:
             raise ValueError(f"ways must not repeat, got {ways}")
         if "one_device" not in ways:
             raise ValueError("ways must include 'one_device': it is the baseline of the speed-up")
-        _check_positive_int("steps", self.steps, "timed steps (no steps, no measurement)")
-        _check_positive_int("warmup", self.warmup, "warm-up steps (the first step traces the graph)")
-        _check_positive_int("batch_per_replica", self.batch_per_replica, "samples per replica")
-        _check_positive_int("width", self.width, "filters")
-        if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) or self.num_classes < 2:
-            raise ValueError(f"num_classes must be an int >= 2, got {self.num_classes!r}")
+        positive_int("steps", self.steps, why="timed steps (no steps, no measurement)")
+        positive_int("warmup", self.warmup, why="warm-up steps (the first step traces the graph)")
+        positive_int("batch_per_replica", self.batch_per_replica, why="samples per replica")
+        positive_int("width", self.width, why="filters")
+        positive_int("num_classes", self.num_classes, minimum=2)
         shape = tuple(self.input_shape)
-        if len(shape) != 3 or not all(isinstance(d, int) and d >= 1 for d in shape):
+        if len(shape) != 3 or not all(is_int(d) and d >= 1 for d in shape):
             raise ValueError(f"input_shape must be (height, width, channels) of positive ints, got {shape}")
         if self.policy is not None and not isinstance(self.policy, str):
             raise ValueError(f"policy must be a Keras dtype policy name or None, got {self.policy!r}")
-        if not isinstance(self.timeout, (int, float)) or self.timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
+        positive_number("timeout", self.timeout, unit="seconds")
         return self
 
     def to_dict(self) -> dict:
         """The settings as a JSON-ready dict: what a benchmark script reads (``settings["steps"]`` ...)."""
         return json.loads(json.dumps(asdict(self)))
-
-
-def _check_positive_int(name: str, value: object, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1 ({what}), got {value!r}")
 
 
 def make_config(**overrides) -> BenchConfig:
@@ -283,34 +276,6 @@ def write_scripts(folder, notebook=None) -> Path:
     return folder / SCRIPT_NAME
 
 
-def load_script(path) -> "object":
-    """Import the Python file ``path`` as a module (its ``if __name__ == "__main__":`` part does not run).
-
-    Why: lesson 06 writes its benchmark script with ``%%writefile``; the kernel imports
-    that very file to measure the replica counts it already has devices for, and
-    :func:`run_script` runs it in fresh processes for the others - one source of truth.
-    The script's folder is searched first for its own imports (as ``python path`` does), and
-    modules imported from that folder before are imported afresh, so an edited file counts.
-    """
-
-    path = Path(path).resolve()
-    if not path.is_file():
-        raise ValueError(f"no script at {path}: run the %%writefile cells first")
-    folder = str(path.parent)
-    for name, mod in list(sys.modules.items()):         # an earlier load's sibling modules: forget them
-        file = getattr(mod, "__file__", None)
-        if isinstance(file, str) and os.path.dirname(os.path.abspath(file)) == folder:
-            del sys.modules[name]
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, folder)
-    try:
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-    finally:
-        sys.path.remove(folder)
-    return module
-
-
 def check_result(result: dict) -> dict:
     """Return ``result`` if it has :data:`RESULT_KEYS` and at least one positive samples/s, else raise ValueError."""
     if not isinstance(result, dict):
@@ -367,7 +332,7 @@ def run_script(script, replicas: int, cfg: BenchConfig, echo: bool = True) -> li
     JSON objects are echoed.  Raises ``RuntimeError`` with the child's last error line
     when it fails or runs longer than ``cfg.timeout`` seconds.
     """
-    _check_positive_int("replicas", replicas, "replica devices; 0 replicas cannot train")
+    positive_int("replicas", replicas, why="replica devices; 0 replicas cannot train")
     cfg.validate()
     script = Path(script)
     if not script.is_file():
@@ -376,8 +341,7 @@ def run_script(script, replicas: int, cfg: BenchConfig, echo: bool = True) -> li
         print(f"[bench] {replicas} replica(s): a fresh process runs {script.name} ...", flush=True)
     cmd = [sys.executable, str(script), str(replicas), json.dumps(cfg.to_dict())]
     try:
-        proc = subprocess.run(cmd, env=_child_env(), capture_output=True, text=True, timeout=cfg.timeout,
-                              stdin=subprocess.DEVNULL)
+        proc = run(cmd, _child_env(), timeout=cfg.timeout)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"benchmark process for {replicas} replica(s) ran longer than "
                            f"timeout={cfg.timeout} s and was stopped") from None
@@ -394,8 +358,7 @@ def run_script(script, replicas: int, cfg: BenchConfig, echo: bool = True) -> li
         elif echo and line.strip():
             print(line, flush=True)
     if proc.returncode != 0 or not results:
-        lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith(" ")]
-        last = lines[-1] if lines else "no error output"
+        last = proc.last_error_line() or (proc.stderr.strip().splitlines() or ["no error output"])[-1]
         raise RuntimeError(f"benchmark process for {replicas} replica(s) failed (exit code "
                            f"{proc.returncode}, {len(results)} result(s)): {last}")
     return results
@@ -411,7 +374,7 @@ def speedup_limit(kind: str, replicas: int) -> int:
     Real separate GPUs (``"GPUs"``): ``replicas``.  Logical devices split out of
     one CPU or one GPU share the same hardware: 1.
     """
-    _check_positive_int("replicas", replicas, "replica devices")
+    positive_int("replicas", replicas, why="replica devices")
     return replicas if kind == REAL_KIND else 1
 
 

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .subproc import child_env
+from .checks import positive_number
+from .subproc import child_env, final_exception, run as run_child
 
 #: Set to a Python interpreter to use as the capsule (a missing path means "no capsule").
 CAPSULE_ENV = "MULTIGPU_CAPSULE_PYTHON"
@@ -99,13 +100,8 @@ class CapsuleRun:
         return self.expected in self.output
 
     def error_lines(self, max_lines: int = 8) -> list[str]:
-        """The final exception (``SomeError: message`` and the lines after it), or []."""
-        lines = self.output.splitlines()
-        for i in range(len(lines) - 1, -1, -1):
-            if re.match(r"^[A-Za-z_][\w.]*(Error|Exception): ", lines[i]):
-                tail = [ln for ln in lines[i:] if ln.strip()]
-                return tail[:max_lines]
-        return []
+        """The final exception (``SomeError: message`` and the lines of its message), or []."""
+        return [ln for ln in final_exception(self.output).splitlines() if ln.strip()][:max_lines]
 
     def frames(self, max_frames: int = 12) -> list[str]:
         """The traceback's frames as ``file:line in function``; runs of 3+ frames in one file collapsed."""
@@ -205,8 +201,7 @@ def run_live(name: str, python: Optional[os.PathLike] = None, timeout: float = 1
     ``PYTHONPATH``/``KERAS_BACKEND`` from this process.
     """
     _check_name(name)
-    if timeout <= 0:
-        raise ValueError(f"timeout must be positive, got {timeout}")
+    positive_number("timeout", timeout, unit="seconds")
     python = Path(python) if python is not None else find_capsule()
     if python is None or not python.exists():
         raise FileNotFoundError("no time capsule found (run `make capsule`, or set "
@@ -220,9 +215,7 @@ def run_live(name: str, python: Optional[os.PathLike] = None, timeout: float = 1
     env.update(HOME=str(work), TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
                PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", KERAS_BACKEND="tensorflow")
     try:
-        proc = subprocess.run([str(python), str(script)], cwd=work, env=env, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=timeout)
+        proc = run_child([str(python), str(script)], env, timeout=timeout, cwd=work, merge_stderr=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     output = sanitize(proc.stdout)
@@ -342,15 +335,13 @@ def pickle_wording(versions: Sequence[str] = ("2.7", "3.6", "3.8")) -> list[dict
         message, source = PICKLE_WORDING.get(v, "?"), "recorded"
         if python is not None:
             try:
-                proc = subprocess.run([str(python), "-c", _DEEPCOPY_MODULE], capture_output=True,
-                                      text=True, timeout=30, stdin=subprocess.DEVNULL)
+                proc = run_child([str(python), "-c", _DEEPCOPY_MODULE], os.environ, timeout=30)
                 if proc.returncode == 0 and proc.stdout.strip():
                     message, source = proc.stdout.strip(), "live"
             except (OSError, subprocess.TimeoutExpired):
                 pass
         rows.append({"python": v, "message": message, "source": source})
-    proc = subprocess.run([sys.executable, "-c", _DEEPCOPY_MODULE], capture_output=True, text=True,
-                          timeout=30, stdin=subprocess.DEVNULL)
+    proc = run_child([sys.executable, "-c", _DEEPCOPY_MODULE], os.environ, timeout=30)
     rows.append({"python": f"{sys.version_info.major}.{sys.version_info.minor} (this kernel)",
                  "message": proc.stdout.strip(), "source": "live"})
     return rows

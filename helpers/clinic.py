@@ -9,12 +9,12 @@ notebook's cells show only the TensorFlow and Keras calls under study.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+
+from .checks import nonneg_int, positive_int
 
 #: The tag every line of the clinic's worker script starts with: ``[worker 0] ...``.
 TAG_RE = re.compile(r"^\[worker (\d+)\] ")
@@ -79,10 +79,8 @@ def activation_bytes(model, batch: int, bytes_per_value: int = 4) -> int:
     so this is a lower bound of the memory one replica needs for one step on top of
     its weights, gradients and optimizer state.
     """
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive int, got {batch!r}")
-    if isinstance(bytes_per_value, bool) or not isinstance(bytes_per_value, int) or bytes_per_value < 1:
-        raise ValueError(f"bytes_per_value must be a positive int, got {bytes_per_value!r}")
+    positive_int("batch", batch)
+    positive_int("bytes_per_value", bytes_per_value)
     layers = getattr(model, "layers", None)
     if not layers:
         raise ValueError("model has no layers (build it with an Input first)")
@@ -100,8 +98,8 @@ def activation_bytes(model, batch: int, bytes_per_value: int = 4) -> int:
 
 def tagged_lines(log: str, worker: "int | None" = None) -> list[str]:
     """The ``[worker N] ...`` lines of a log (all workers, or only ``worker``), TensorFlow's noise left out."""
-    if worker is not None and (isinstance(worker, bool) or not isinstance(worker, int) or worker < 0):
-        raise ValueError(f"worker must be an int >= 0 or None, got {worker!r}")
+    if worker is not None:
+        nonneg_int("worker", worker, why="or None: every worker")
     out = []
     for line in log.splitlines():
         m = TAG_RE.match(line)
@@ -129,26 +127,9 @@ def between(log: str, start: str, end: "str | None" = None) -> str:
     return "\n".join(lines[i + 1:j])
 
 
-def load_module(path) -> "Any":
-    """Import the Python file at ``path`` as a module (named after the file) without touching ``sys.path``.
-
-    Lesson 09 writes its workers' data module into a scratch folder; the notebook imports
-    the same file to count each worker's steps.  Loaded fresh on every call.
-    """
-
-    path = Path(path)
-    if path.suffix != ".py" or not path.is_file():
-        raise ValueError(f"not a Python file: {path}")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def steps_per_worker(make_batches, n_workers: int, **kwargs) -> list[int]:
     """How many batches ``make_batches(task, **kwargs)`` yields for each task 0..n_workers-1 (counted here)."""
-    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
-        raise ValueError(f"n_workers must be a positive int, got {n_workers!r}")
+    positive_int("n_workers", n_workers)
     if not callable(make_batches):
         raise ValueError("make_batches must be a function make_batches(task, ...) returning batches")
     return [sum(1 for _ in make_batches(task, **kwargs)) for task in range(n_workers)]

@@ -16,15 +16,12 @@ From a notebook::
     result = cluster.run(["mwms_train.py", "--epochs", "3"], n_workers=2)   # python mwms_train.py ...
     result = cluster.run(["-m", "my_package.train", "--lr", "0.01"], n_workers=2)   # python -m ...
 
-From a terminal (same options)::
-
-    python -m helpers.cluster --workers 2 mwms_train.py --epochs 3
-    python -m helpers.cluster --workers 2 -m my_package.train --lr 0.01
+From a terminal: ``python -m helpers.cluster_cli --workers 2 mwms_train.py --epochs 3``
+(:mod:`helpers.cluster_cli`).  Slurm's side: :mod:`helpers.slurm`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -38,27 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence, Union
 
+from .checks import int_between, is_int, nonneg_int, positive_int
 from .gpus import visible_gpu_ids
-from .subproc import child_env, start, track, untrack
+from .slurm import slurm_tf_config  # noqa: F401 - lesson 07 calls cluster.slurm_tf_config
+from .subproc import (NOISE_RE, check_command, child_env, error_summary, final_exception, kill_group,
+                      pid_alive, start, stop_group, strip_noise, track, untrack)  # noqa: F401 - pid_alive: lesson 07
 
 HOST = "127.0.0.1"
 #: Job names MultiWorkerMirroredStrategy understands ("ps" is for ParameterServerStrategy).
 JOBS = ("chief", "worker", "evaluator", "ps")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
-#: Lines of TensorFlow's C++ logging (absl format) hidden from log displays by default.
-#: absl's ``I0000 00:00:...`` (TF 2.21) and the ``2026-12-01 04:46:00.733949: E external/...`` lines TF 2.20
-#: prints before absl is initialised.
-NOISE_RE = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] "
-                      r"|WARNING: All log messages before absl::InitializeLog)")
-#: Terminal colour/style escape sequences (``\x1b[1;35m``...).
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_EXC_RE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b:?")
-#: Lines that end an exception's (multi-line) message: a new traceback, a chained-exception
-#: banner, a ``[worker 1] ...`` line of a worker script, ``Exception ignored in ...`` at shutdown.
-_EXC_END_RE = re.compile(r"^(Traceback \(most recent call last\)|During handling of the above exception"
-                         r"|The above exception was the direct cause|Exception ignored|\[[\w-]+ \d+\] )")
-
-
 class ClusterSpecError(ValueError):
     """The cluster spec (or TF_CONFIG) is malformed; the message says which entry and why."""
 
@@ -141,8 +127,7 @@ def tf_config(spec: Mapping, task_type: str = "worker", task_index: int = 0) -> 
     spec = validate_cluster_spec(spec)
     if task_type not in spec:
         raise ClusterSpecError(f"task type {task_type!r} is not a job of this cluster ({', '.join(spec)})")
-    if isinstance(task_index, bool) or not isinstance(task_index, int) or \
-            not 0 <= task_index < len(spec[task_type]):
+    if not is_int(task_index) or not 0 <= task_index < len(spec[task_type]):
         raise ClusterSpecError(
             f"task index {task_index!r} out of range for job {task_type!r} with {len(spec[task_type])} task(s)")
     return json.dumps({"cluster": spec, "task": {"type": task_type, "index": task_index}})
@@ -179,8 +164,7 @@ def port_is_free(port: int, host: str = HOST) -> bool:
 
 def free_ports(n: int, host: str = HOST) -> list[int]:
     """``n`` distinct ports that are free now (the OS picks them; a tiny race window remains)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    positive_int("n", n)
     socks = []
     try:
         for _ in range(n):
@@ -196,8 +180,7 @@ def free_ports(n: int, host: str = HOST) -> list[int]:
 def local_cluster_spec(n_workers: int = 2, host: str = HOST,
                        ports: Optional[Sequence[int]] = None) -> dict[str, list[str]]:
     """``{"worker": ["127.0.0.1:p0", ...]}`` with ``n_workers`` free (or the given) ports."""
-    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
-        raise ValueError(f"n_workers must be a positive int, got {n_workers!r}")
+    positive_int("n_workers", n_workers)
     if ports is None:
         ports = free_ports(n_workers, host)
     ports = list(ports)
@@ -226,126 +209,6 @@ def tasks_of(spec: Mapping) -> list[tuple[str, int]]:
     spec = validate_cluster_spec(spec)
     order = sorted(spec, key=lambda j: JOBS.index(j))
     return [(job, i) for job in order for i in range(len(spec[job]))]
-
-
-def pid_alive(pid: int) -> bool:
-    """True if process ``pid`` exists and is not a zombie (Linux: reads /proc; elsewhere: kill 0)."""
-    stat = Path(f"/proc/{pid}/stat")
-    if Path("/proc/self/stat").exists():
-        try:
-            return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            return False
-    try:  # pragma: no cover - non-Linux
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-#: Slurm variables SlurmClusterResolver reads (plus CUDA_VISIBLE_DEVICES, which it sets).
-SLURM_VARS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE")
-
-
-def slurm_tf_config(slurm_env: Mapping[str, str], gpus_per_node: int, port_base: int = 8888) -> dict:
-    """What ``tf.distribute.cluster_resolver.SlurmClusterResolver`` makes of Slurm's variables.
-
-    Returns ``{"cluster": ..., "task": {"type", "index"}, "CUDA_VISIBLE_DEVICES": ...}``: the
-    TF_CONFIG (and GPU choice) the resolver derives for the task whose ``SLURM_PROCID``
-    is given - no Slurm needed.  Runs the real resolver with the variables set
-    temporarily (this process's environment is restored afterwards).
-    """
-    missing = [v for v in ("SLURM_PROCID", "SLURM_STEP_NODELIST") if v not in slurm_env]
-    if missing:
-        raise ValueError(f"slurm_env needs {', '.join(missing)} (e.g. SLURM_STEP_NODELIST='node[01-02]')")
-    unknown = [k for k in slurm_env if k not in SLURM_VARS]
-    if unknown:
-        raise ValueError(f"unexpected variable(s) {unknown}; SlurmClusterResolver reads {', '.join(SLURM_VARS)}")
-    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
-        raise ValueError(f"gpus_per_node must be an int >= 1, got {gpus_per_node!r}: SlurmClusterResolver "
-                         "hands GPUs to tasks and cannot lay out CPU-only nodes (write TF_CONFIG yourself there)")
-    import tensorflow as tf
-
-    keys = (*SLURM_VARS, "CUDA_VISIBLE_DEVICES")
-    saved = {k: os.environ.get(k) for k in keys}
-    try:
-        for k in SLURM_VARS:
-            os.environ.pop(k, None)
-        os.environ.update({k: str(v) for k, v in slurm_env.items()})
-        resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
-            port_base=port_base, gpus_per_node=gpus_per_node)
-        spec = resolver.cluster_spec().as_dict()
-        cuda = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return {"cluster": spec, "task": {"type": resolver.task_type, "index": resolver.task_id},
-            "CUDA_VISIBLE_DEVICES": cuda}
-
-
-# --------------------------------------------------------------------------- logs
-
-def strip_noise(text: str) -> str:
-    """Drop TensorFlow's C++ log lines (``I0000 ...``, ``W0000 ...``) and ANSI colour codes from ``text``.
-
-    Python 3.13 colours the exception line of a traceback (``\\x1b[1;35mValueError\\x1b[0m: ...``)
-    when ``FORCE_COLOR`` is set, and ipykernel sets it for every process a notebook starts.
-    """
-    return "\n".join(ln for ln in _ANSI_RE.sub("", text).splitlines() if not NOISE_RE.match(ln))
-
-
-def final_exception(log: str) -> str:
-    """The whole final exception of a Python traceback in ``log``: ``ExcType: message``, every line of it.
-
-    A message can span hundreds of lines (Keras prints the per-replica tensors of
-    its ``PerReplica`` error), so this does not stop at the first or look at the last
-    line of the log: it finds the last ``Traceback (most recent call last):``, skips
-    its indented frames and keeps the exception line with everything up to the next
-    traceback, chained-exception banner, ``[worker N]`` line or the end of the log
-    (TF's C++ log lines removed).  Without a traceback, the last line that looks like
-    ``SomeError: ...`` starts it.  Returns ``''`` if there is none.
-    """
-    lines = strip_noise(log).splitlines()
-    start = None
-    tracebacks = [i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last)")]
-    if tracebacks:
-        i = tracebacks[-1] + 1
-        while i < len(lines) and (not lines[i].strip() or lines[i][0].isspace()):
-            i += 1  # the frames: '  File "...", line 3, in f' and their indented source lines
-        if i < len(lines) and _EXC_RE.match(lines[i]):
-            start = i
-    if start is None:
-        candidates = [i for i, ln in enumerate(lines) if _EXC_RE.match(ln) and not _EXC_END_RE.match(ln)]
-        if not candidates:
-            return ""
-        start = candidates[-1]
-    body = [lines[start]]
-    for ln in lines[start + 1:]:
-        if _EXC_END_RE.match(ln):
-            break
-        body.append(ln)
-    return "\n".join(body).rstrip()
-
-
-def error_summary(log: str, max_chars: int = 400) -> str:
-    """:func:`final_exception` on one line ('' if none): type, key phrase and how the message ends.
-
-    A message of more than three lines keeps its first and last line, joined by
-    `` ... ``; a line longer than ``max_chars`` loses its middle the same way.
-    """
-    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 20:
-        raise ValueError(f"max_chars must be an int >= 20, got {max_chars!r}")
-    body = [" ".join(ln.split()) for ln in final_exception(log).splitlines()]
-    body = [ln for ln in body if ln]
-    if not body:
-        return ""
-    text = " ".join(body) if len(body) <= 3 else f"{body[0]} ... {body[-1]}"
-    return text if len(text) <= max_chars else text[: max_chars // 2] + " ... " + text[-max_chars // 2:]
 
 
 # --------------------------------------------------------------------------- results
@@ -475,29 +338,13 @@ def gpu_assignment(n_tasks: int, gpus_per_worker: int, gpu_ids: Sequence[str]) -
     Two processes must never share a GPU under MultiWorkerMirroredStrategy (NCCL
     refuses duplicate devices, and each process would grab the GPU's memory).
     """
-    if isinstance(gpus_per_worker, bool) or not isinstance(gpus_per_worker, int) or gpus_per_worker < 0:
-        raise ValueError(f"gpus_per_worker must be an int >= 0, got {gpus_per_worker!r}")
-    if gpus_per_worker == 0:
+    if nonneg_int("gpus_per_worker", gpus_per_worker) == 0:
         return ["-1"] * n_tasks
     need = n_tasks * gpus_per_worker
     if len(gpu_ids) < need:
         raise ValueError(f"{n_tasks} worker(s) x {gpus_per_worker} GPU(s) need {need} GPUs, "
                          f"this machine shows {len(gpu_ids)}; use gpus_per_worker=0 (CPU workers)")
     return [",".join(gpu_ids[i * gpus_per_worker:(i + 1) * gpus_per_worker]) for i in range(n_tasks)]
-
-
-def _check_command(command: Union[str, Sequence[str]]) -> list[str]:
-    if isinstance(command, (str, os.PathLike)):
-        command = [os.fspath(command)]
-    command = list(command)
-    if not command or not all(isinstance(c, str) for c in command):
-        raise ValueError("command must be a script path or a list of strings, e.g. ['-m', 'pkg.train', '--lr', '0.1']")
-    if command[0] == "-m":
-        if len(command) < 2:
-            raise ValueError("'-m' must be followed by a module name")
-    elif command[0].endswith(".py") and not Path(command[0]).is_file():
-        raise ValueError(f"worker script not found: {command[0]}")
-    return command
 
 
 class LocalCluster:
@@ -517,7 +364,7 @@ class LocalCluster:
                  spec: Optional[Mapping] = None, ports: Optional[Sequence[int]] = None, host: str = HOST,
                  env: Optional[Mapping[str, str]] = None, log_dir: Union[str, Path, None] = None,
                  gpus_per_worker: int = 0, cpu_threads: Optional[int] = None, die_with_parent: bool = True):
-        self.command = _check_command(command)
+        self.command = check_command(command)
         if spec is not None and ports is not None:
             raise ValueError("give either spec= or ports=, not both")
         self.spec = validate_cluster_spec(spec) if spec is not None else local_cluster_spec(n_workers, host, ports)
@@ -532,9 +379,8 @@ class LocalCluster:
                                    visible_gpu_ids() if gpus_per_worker else [])
         self.extra_env = {str(k): str(v) for k, v in (env or {}).items()}
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="cluster-logs-"))
-        if cpu_threads is not None and (isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int)
-                                        or cpu_threads < 0):
-            raise ValueError(f"cpu_threads must be None, 0 or a positive int, got {cpu_threads!r}")
+        if cpu_threads is not None:
+            nonneg_int("cpu_threads", cpu_threads, why="None: share this process's cores, 0: TensorFlow's default")
         self.cpu_threads = max(1, usable_cores() // len(self.tasks)) if cpu_threads is None else cpu_threads
         self.die_with_parent = die_with_parent
         self.procs: list[subprocess.Popen] = []
@@ -568,8 +414,7 @@ class LocalCluster:
         ``TF_FORCE_GPU_ALLOW_GROWTH=true``, so it takes memory as needed beside the kernel that also sees
         that GPU.  ``env=`` given to the cluster wins.
         """
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.tasks):
-            raise ValueError(f"i must be a worker index from 0 to {len(self.tasks) - 1}, got {i!r}")
+        int_between("i", i, 0, len(self.tasks) - 1, what="a worker index")
         job, index = self.tasks[i]
         env = child_env()  # the course's one policy (helpers.subproc): plain, unbuffered, no parent-only settings
         if self.cpu_threads:
@@ -612,31 +457,13 @@ class LocalCluster:
         ``worker``: process number(s) in start order (chief first), or None for all.
         Returns the pids signalled.
         """
-        hit = []
-        for i in self._select(worker):
-            p = self.procs[i]
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, sig)
-                    hit.append(p.pid)
-                except ProcessLookupError:
-                    pass
-        return hit
+        return [self.procs[i].pid for i in self._select(worker) if kill_group(self.procs[i], sig)]
 
     def stop(self) -> None:
         """Kill everything still running (whole process groups) and reap it. Idempotent."""
-        for i, p in enumerate(self.procs):
-            if p.poll() is None:
-                self._stopped.add(i)
-            try:
-                os.killpg(p.pid, signal.SIGKILL)  # also reaches grandchildren left in the group
-            except (ProcessLookupError, PermissionError):
-                pass
+        self._stopped.update(i for i, p in enumerate(self.procs) if p.poll() is None)
         for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - a process in uninterruptible sleep
-                pass
+            stop_group(p)
         untrack(self)
 
     # -- watching
@@ -750,63 +577,3 @@ def run(command: Union[str, Sequence[str]], n_workers: int = 2, *, timeout: floa
               f"finished in {result.seconds:.1f} s")
         result.show_logs(tail=tail)
     return result.raise_for_failure() if check else result
-
-
-# --------------------------------------------------------------------------- command line
-
-def _split_argv(argv: Sequence[str], value_opts: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Split ``[launcher options] (script.py | -m module) [its args]`` at the command."""
-    argv = list(argv)
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        if tok == "-m" or not tok.startswith("-"):
-            return argv[:i], argv[i:]
-        i += 2 if tok in value_opts else 1
-    return argv, []
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m helpers.cluster",
-        usage="python -m helpers.cluster [options] (script.py | -m module) [args ...]",
-        description="Run a TF multi-worker script as N local worker processes (TF_CONFIG set for each). "
-                    "Logs stream to the terminal; everything is killed on error, timeout or Ctrl-C.",
-        epilog="examples:\n  python -m helpers.cluster --workers 2 mwms_train.py --out /tmp/run\n"
-               "  python -m helpers.cluster --workers 2 -m my_package.train --lr 0.1",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=2, help="number of worker processes (default 2)")
-    parser.add_argument("--host", default=HOST, help=f"address to bind (default {HOST})")
-    parser.add_argument("--ports", default=None, help="comma-separated ports (default: free ones)")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds before everything is killed")
-    parser.add_argument("--grace", type=float, default=5.0, help="seconds the others get after one worker fails")
-    parser.add_argument("--log-dir", default=None, help="where the <task>-<index>.log files go")
-    parser.add_argument("--gpus-per-worker", type=int, default=0, help="GPUs per worker (default 0: CPU)")
-    value_opts = [o for a in parser._actions if a.nargs is None and a.option_strings for o in a.option_strings]
-    own, command = _split_argv(sys.argv[1:] if argv is None else argv, value_opts)
-    args = parser.parse_args(own)
-    if not command:
-        parser.error("give a script or -m module to run")
-    try:
-        ports = [int(p) for p in args.ports.split(",")] if args.ports else None
-        cluster = LocalCluster(command, args.workers, ports=ports, host=args.host, log_dir=args.log_dir,
-                               gpus_per_worker=args.gpus_per_worker)
-        with cluster:
-            print(f"started {len(cluster.procs)} worker(s): {cluster.spec} - logs in {cluster.log_dir}", flush=True)
-            result = cluster.wait(timeout=args.timeout, grace=args.grace, follow=True)
-    except KeyboardInterrupt:
-        print("interrupted: all workers killed", file=sys.stderr)
-        return 130
-    except ClusterTimeoutError as exc:  # before OSError: TimeoutError is an OSError
-        print(f"timeout: {exc}", file=sys.stderr)
-        return 124
-    except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    for w in result.workers:
-        print(w.describe())
-    return 0 if result.ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

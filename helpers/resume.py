@@ -28,8 +28,6 @@ From a notebook::
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -38,8 +36,9 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
-from .cluster import _check_command, error_summary, strip_noise
-from .subproc import child_env, start, track, untrack
+from .checks import positive_int, positive_number
+from .subproc import (check_command, child_env, error_summary, kill_group, start, stop_group, strip_noise,
+                      track, untrack)
 
 EPOCH_LOG = "epochs.jsonl"
 RESULT = "result.json"
@@ -52,18 +51,6 @@ class TrainingFailedError(RuntimeError):
 
 class TrainingTimeoutError(TimeoutError):
     """The training process ran past its time limit; it has been killed."""
-
-
-def _positive_int(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
-
-
-def _positive_seconds(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
-    return float(value)
 
 
 def read_epochs(out_dir: Union[str, Path]) -> list[dict]:
@@ -98,7 +85,7 @@ class TrainingRun:
 
     def __init__(self, command: Union[str, Sequence[str]], out_dir: Union[str, Path], *,
                  env: Optional[dict] = None):
-        self.argv = _check_command(command)
+        self.argv = check_command(command)
         if not str(out_dir):
             raise ValueError("out_dir must be a folder path")
         self.out_dir = Path(out_dir)
@@ -159,8 +146,8 @@ class TrainingRun:
         :class:`TrainingFailedError` if the process exits first and
         :class:`TrainingTimeoutError` (after killing it) after ``timeout`` s.
         """
-        _positive_int("epoch", epoch)
-        timeout = _positive_seconds("timeout", timeout)
+        positive_int("epoch", epoch)
+        timeout = positive_number("timeout", timeout, unit="seconds")
         proc, deadline = self._started(), time.time() + timeout
         while True:
             exited = proc.poll() is not None  # before reading: a line written before exiting is seen
@@ -182,16 +169,12 @@ class TrainingRun:
         had already exited by itself (the caller should check).
         """
         proc = self._started()
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_group(proc)
         return proc.wait(timeout=30)
 
     def wait(self, timeout: float = 300) -> int:
         """Wait for the process to exit; return its code. Killed and :class:`TrainingTimeoutError` after ``timeout``."""
-        timeout = _positive_seconds("timeout", timeout)
+        timeout = positive_number("timeout", timeout, unit="seconds")
         proc = self._started()
         try:
             return proc.wait(timeout=timeout)
@@ -203,15 +186,7 @@ class TrainingRun:
     def stop(self) -> None:
         """Kill the process group if the process still runs, and reap it. Idempotent."""
         if self.proc is not None:
-            if self.proc.poll() is None:  # once reaped, its pid (and group id) may belong to someone else
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)  # also reaches anything it started
-                except (ProcessLookupError, PermissionError):
-                    pass
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - uninterruptible sleep
-                pass
+            stop_group(self.proc)  # also reaches anything it started
         untrack(self)
 
 

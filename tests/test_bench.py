@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from helpers import bench
+from helpers import bench, subproc
 
 TINY = dict(steps=2, warmup=1, batch_per_replica=8, input_shape=(4, 4, 1), width=2)
 
@@ -224,14 +224,6 @@ def test_make_report_marks_what_was_not_measured():
     plt.close(fig)
 
 
-def test_load_script_imports_without_running_main(tmp_path):
-    script = tmp_path / "child.py"
-    script.write_text("X = 41 + 1\nif __name__ == '__main__':\n    raise SystemExit('ran main')\n")
-    assert bench.load_script(script).X == 42
-    with pytest.raises(ValueError, match="%%writefile"):
-        bench.load_script(tmp_path / "missing.py")
-
-
 def _fake_script(tmp_path, body):
     script = tmp_path / "fake_child.py"
     script.write_text(body)
@@ -283,7 +275,7 @@ def test_the_notebooks_script_runs_here_and_in_a_fresh_process(tmp_path, replica
 
     script = _notebook_script(tmp_path)
     cfg = bench.make_config(replicas=(1, 2, 3), **TINY)
-    child = bench.load_script(script)
+    child = subproc.load_script(script)
     strategies = {1: tf.distribute.MirroredStrategy(replicas[:1]), 2: tf.distribute.MirroredStrategy(replicas)}
     here = [child.run(way, strategies[n], cfg.to_dict()) for n in (1, 2) for way in cfg.ways
             if way != "towers" or n > 1]
@@ -334,14 +326,3 @@ def test_notebook_scripts_refuses_appends_and_files_written_twice(tmp_path):
         bench.notebook_scripts(nb("%%writefile a.py\nA = 1", "%%writefile a.py\nB = 2"))
     with pytest.raises(ValueError, match="writes no bench_child.py"):
         bench.write_scripts(tmp_path / "out", nb("%%writefile a.py\nA = 1"))
-
-
-def test_load_script_imports_its_siblings_afresh(tmp_path):
-    """The script's own imports come from its folder, and an edited sibling counts on the next load."""
-    (tmp_path / "lib_for_test.py").write_text("VALUE = 1\n")
-    script = tmp_path / "main_for_test.py"
-    script.write_text("from lib_for_test import VALUE\n")
-    assert bench.load_script(script).VALUE == 1
-    (tmp_path / "lib_for_test.py").write_text("VALUE = 2\n")
-    assert bench.load_script(script).VALUE == 2
-    assert str(tmp_path) not in __import__("sys").path

@@ -98,16 +98,3 @@ def test_ratio():
     assert clinic.ratio([6, 8], [3, 4]) == 2.0
     with pytest.raises(ValueError, match="zero"):
         clinic.ratio([1, 1], [0, 0])
-
-
-def test_load_module(tmp_path):
-    path = tmp_path / "some_data.py"
-    path.write_text("ROWS = 9\ndef twice(x):\n    return 2 * x\n")
-    module = clinic.load_module(path)
-    assert module.__name__ == "some_data" and module.ROWS == 9 and module.twice(4) == 8
-    path.write_text("ROWS = 10\n")
-    assert clinic.load_module(str(path)).ROWS == 10               # loaded fresh each time
-    with pytest.raises(ValueError, match="not a Python file"):
-        clinic.load_module(tmp_path / "missing.py")
-    with pytest.raises(ValueError, match="not a Python file"):
-        clinic.load_module(tmp_path)

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cluster
+from helpers import cluster, cluster_cli, slurm, subproc
 from helpers.cluster import (ClusterSpecError, ClusterTimeoutError, LocalCluster, PortBusyError,
                              WorkerFailedError)
-from helpers.cluster import pid_alive as alive
+from helpers.subproc import pid_alive as alive
 
 
 def _all_gone(pids, within: float = 5.0) -> bool:
@@ -204,14 +204,14 @@ I0000 00:00:1795962645.553183    5863 grpc_server_lib.cc:466] shutting down
 
 
 def test_final_exception_and_summary_of_both_log_shapes():
-    assert "I0000" not in cluster.strip_noise(SHORT_LOG) and "[worker 0] started" in cluster.strip_noise(SHORT_LOG)
-    assert "2026-12-01" not in cluster.strip_noise(LONG_LOG)  # TF 2.20's log format is noise too
-    assert cluster.error_summary(SHORT_LOG) == ("ValueError: Attempt to convert a value (PerReplica:{ ... }) "
+    assert "I0000" not in subproc.strip_noise(SHORT_LOG) and "[worker 0] started" in subproc.strip_noise(SHORT_LOG)
+    assert "2026-12-01" not in subproc.strip_noise(LONG_LOG)  # TF 2.20's log format is noise too
+    assert subproc.error_summary(SHORT_LOG) == ("ValueError: Attempt to convert a value (PerReplica:{ ... }) "
                                                 "with an unsupported type (PerReplica) to a Tensor.")
-    full = cluster.final_exception(LONG_LOG)
+    full = subproc.final_exception(LONG_LOG)
     assert full.startswith("ValueError: Attempt to convert a value (PerReplica:{\n  0: <tf.Tensor")
     assert full.endswith("to a Tensor.") and len(full.splitlines()) > 250 and "\n\n" in full
-    summary = cluster.error_summary(LONG_LOG)
+    summary = subproc.error_summary(LONG_LOG)
     assert summary == ("ValueError: Attempt to convert a value (PerReplica:{ ... }) with an unsupported type "
                        "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor.")
 
@@ -223,23 +223,23 @@ def test_colored_tracebacks_are_read_too():
                    .replace("ValueError: Attempt", "\x1b[1;35mValueError\x1b[0m: \x1b[35mAttempt")
                    .replace("to a Tensor.\n", "to a Tensor.\x1b[0m\n"))
         assert "\x1b[" in colored
-        assert cluster.final_exception(colored) == cluster.final_exception(log) != ""
-        assert cluster.error_summary(colored).startswith("ValueError: Attempt to convert a value (PerReplica:{")
-        assert "\x1b" not in cluster.strip_noise(colored)
+        assert subproc.final_exception(colored) == subproc.final_exception(log) != ""
+        assert subproc.error_summary(colored).startswith("ValueError: Attempt to convert a value (PerReplica:{")
+        assert "\x1b" not in subproc.strip_noise(colored)
 
 
 def test_final_exception_edge_cases():
-    assert cluster.final_exception("all good\n") == cluster.error_summary("all good\n") == ""
-    assert cluster.error_summary("KeyError: 'x'") == "KeyError: 'x'"  # no traceback: the last error-like line
+    assert subproc.final_exception("all good\n") == subproc.error_summary("all good\n") == ""
+    assert subproc.error_summary("KeyError: 'x'") == "KeyError: 'x'"  # no traceback: the last error-like line
     chained = ("Traceback (most recent call last):\n  File 'a'\nKeyError: 'k'\n\n"
                "During handling of the above exception, another exception occurred:\n\n"
                "Traceback (most recent call last):\n  File 'b'\nRuntimeError: second\n"
                "[worker 1] a line printed later\n")
-    assert cluster.final_exception(chained) == "RuntimeError: second"  # the last one, up to the next [worker N]
+    assert subproc.final_exception(chained) == "RuntimeError: second"  # the last one, up to the next [worker N]
     long_line = "ValueError: " + "x" * 1000
-    assert len(cluster.error_summary(long_line, max_chars=100)) <= 105
+    assert len(subproc.error_summary(long_line, max_chars=100)) <= 105
     with pytest.raises(ValueError, match="max_chars"):
-        cluster.error_summary(long_line, max_chars=3)
+        subproc.error_summary(long_line, max_chars=3)
 
 
 # ----------------------------------------------------------------------------- processes
@@ -407,39 +407,39 @@ def test_workers_die_with_a_killed_launcher(tmp_path):
 # ----------------------------------------------------------------------------- command line
 
 def test_cli_runs_a_script(tmp_path, capsys):
-    rc = cluster.main(["--workers", "2", "--log-dir", str(tmp_path), _script(tmp_path, "e.py", ECHO)])
+    rc = cluster_cli.main(["--workers", "2", "--log-dir", str(tmp_path), _script(tmp_path, "e.py", ECHO)])
     out = capsys.readouterr().out
     assert rc == 0 and "[worker 1] task worker 1 of 2" in out and "worker 1: exit 0" in out
 
 
 def test_cli_module_and_arguments(tmp_path, capsys):
-    rc = cluster.main(["--workers", "1", "-m", "json.tool", "--help"])
+    rc = cluster_cli.main(["--workers", "1", "-m", "json.tool", "--help"])
     assert rc == 0 and "usage" in capsys.readouterr().out.lower()
 
 
 def test_cli_errors(tmp_path, capsys):
-    assert cluster.main(["--workers", "2", "--ports", "5000,5000", _script(tmp_path, "e.py", ECHO)]) == 2
+    assert cluster_cli.main(["--workers", "2", "--ports", "5000,5000", _script(tmp_path, "e.py", ECHO)]) == 2
     assert "duplicates" in capsys.readouterr().err
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = busy.getsockname()[1]
-        assert cluster.main(["--workers", "1", "--ports", str(port), _script(tmp_path, "e.py", ECHO)]) == 2
+        assert cluster_cli.main(["--workers", "1", "--ports", str(port), _script(tmp_path, "e.py", ECHO)]) == 2
         assert "already in use" in capsys.readouterr().err
-    assert cluster.main(["--workers", "2", "--grace", "0.2", _script(tmp_path, "f.py", FAIL_AND_HANG)]) == 1
+    assert cluster_cli.main(["--workers", "2", "--grace", "0.2", _script(tmp_path, "f.py", FAIL_AND_HANG)]) == 1
     assert "ValueError: boom" in capsys.readouterr().out
-    assert cluster.main(["--timeout", "1", _script(tmp_path, "s.py", SLEEPER)]) == 124
+    assert cluster_cli.main(["--timeout", "1", _script(tmp_path, "s.py", SLEEPER)]) == 124
     with pytest.raises(SystemExit):
-        cluster.main(["--workers", "2"])
+        cluster_cli.main(["--workers", "2"])
 
 
 # ----------------------------------------------------------------------------- worker scripts
 
 def test_pid_alive():
-    assert cluster.pid_alive(os.getpid())
+    assert subproc.pid_alive(os.getpid())
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
-    assert not cluster.pid_alive(p.pid)
+    assert not subproc.pid_alive(p.pid)
 
 
 def test_slurm_tf_config_runs_the_real_resolver(monkeypatch):
@@ -447,18 +447,18 @@ def test_slurm_tf_config_runs_the_real_resolver(monkeypatch):
     monkeypatch.delenv("SLURM_PROCID", raising=False)
     env = {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "n[1-2]",
            "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
-    cfg = cluster.slurm_tf_config(env, gpus_per_node=2)
+    cfg = slurm.slurm_tf_config(env, gpus_per_node=2)
     assert cfg == {"cluster": {"worker": ["n1:8888", "n1:8889", "n2:8888", "n2:8889"]},
                    "task": {"type": "worker", "index": 2}, "CUDA_VISIBLE_DEVICES": "0"}
     cluster.tf_config(cfg["cluster"], "worker", 2)  # a valid spec for TF_CONFIG too
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "untouched" and "SLURM_PROCID" not in os.environ
-    assert cluster.slurm_tf_config(dict(env, SLURM_PROCID="1"), 4, port_base=7000)["CUDA_VISIBLE_DEVICES"] == "2,3"
+    assert slurm.slurm_tf_config(dict(env, SLURM_PROCID="1"), 4, port_base=7000)["CUDA_VISIBLE_DEVICES"] == "2,3"
     with pytest.raises(ValueError, match="SLURM_STEP_NODELIST"):
-        cluster.slurm_tf_config({"SLURM_PROCID": "0"}, 1)
+        slurm.slurm_tf_config({"SLURM_PROCID": "0"}, 1)
     with pytest.raises(ValueError, match="unexpected variable"):
-        cluster.slurm_tf_config(dict(env, SLURM_JOB_ID="5"), 1)
+        slurm.slurm_tf_config(dict(env, SLURM_JOB_ID="5"), 1)
     with pytest.raises(ValueError, match="CPU-only"):
-        cluster.slurm_tf_config(env, 0)
+        slurm.slurm_tf_config(env, 0)
 
 
 def test_read_history_and_results(tmp_path):
@@ -481,7 +481,7 @@ def test_cli_ctrl_c_kills_workers(tmp_path):
         print("ready", flush=True)
         time.sleep(120)
     """)
-    proc = subprocess.Popen([sys.executable, "-m", "helpers.cluster", "--workers", "2", script],
+    proc = subprocess.Popen([sys.executable, "-m", "helpers.cluster_cli", "--workers", "2", script],
                             cwd=str(Path(cluster.__file__).parent.parent), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

@@ -93,14 +93,14 @@ def _variant(*replacements):
     import keras
     import tensorflow as tf
 
-    from helpers import bench
+    from helpers import bench, subproc
     from helpers.devices import ensure_devices
 
     src = _broken_code()
     for old, new in replacements:
         assert old in src, f"the notebook's broken code changed: {old!r} not found"
         src = src.replace(old, new)
-    child = bench.load_script(bench.write_scripts(_scratch()))   # the lesson's bench_child (imports bench_lib)
+    child = subproc.load_script(bench.write_scripts(_scratch()))   # the lesson's bench_child (imports bench_lib)
     namespace = {"tf": tf, "keras": keras, "bench": bench, "child": child, "REPLICAS": ensure_devices(2)}
     exec(compile(src, "broken_prepare", "exec"), namespace)
     return namespace["prepare"]

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import bench, cluster, devices, meshes, precision
+from helpers import bench, cluster, devices, meshes, precision, subproc
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if p.name[:2] <= "10")
@@ -102,7 +102,7 @@ class FakeTfConfig:
 def bench_lib(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lesson06")
     bench.write_scripts(folder)
-    return bench.load_script(folder / "bench_lib.py")
+    return subproc.load_script(folder / "bench_lib.py")
 
 
 def _fake_tf(lib, monkeypatch, machine):
@@ -139,7 +139,7 @@ def mwms_lib(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lesson07")
     for name, text in bench.notebook_scripts(ROOT / "notebooks" / "07_multi_worker_and_fault_tolerance.ipynb").items():
         (folder / name).write_text(text)
-    return bench.load_script(folder / "mwms_lib.py")
+    return subproc.load_script(folder / "mwms_lib.py")
 
 
 def test_07_on_t4x2_each_worker_owns_one_gpu_and_runs_nccl(mwms_lib, monkeypatch):

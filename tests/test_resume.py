@@ -17,7 +17,7 @@ import pytest
 
 from helpers import resume, subproc
 from helpers.resume import TrainingFailedError, TrainingRun, TrainingTimeoutError
-from helpers.cluster import pid_alive as alive
+from helpers.subproc import pid_alive as alive
 
 FAKE = """
     import json, os, subprocess, sys, time

@@ -1,7 +1,8 @@
-"""helpers.subproc.run_python."""
+"""helpers.subproc: child processes (environment, start, stop, run), their errors, and load_script."""
 
 import pytest
 
+from helpers import subproc
 from helpers.subproc import Result, run_python
 
 
@@ -30,7 +31,6 @@ def test_last_error_line_empty():
 
 
 def test_child_env_is_the_one_policy(monkeypatch):
-    from helpers import subproc
     monkeypatch.setenv("KERAS_BACKEND", "jax")
     monkeypatch.setenv("TF_CONFIG", "{}")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
@@ -76,11 +76,42 @@ subproc.at_exit(lambda: Path({str(tmp_path / 'order')!r}).open("a").write("clean
     assert not alive
 
 
-def test_bad_arguments():
-    from helpers import subproc
+def test_bad_launcher_arguments():
     with pytest.raises(ValueError):
         subproc.track(object())
     with pytest.raises(ValueError):
         subproc.at_exit("not callable")
     with pytest.raises(ValueError):
         subproc.start([], "/tmp/x.log", {})
+
+
+def test_load_script_imports_without_running_main(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text("X = 41 + 1\nif __name__ == '__main__':\n    raise SystemExit('ran main')\n")
+    assert subproc.load_script(script).X == 42
+    with pytest.raises(ValueError, match="%%writefile"):
+        subproc.load_script(tmp_path / "missing.py")
+
+
+def test_load_script_imports_its_siblings_afresh(tmp_path):
+    """The script's own imports come from its folder, and an edited sibling counts on the next load."""
+    (tmp_path / "lib_for_test.py").write_text("VALUE = 1\n")
+    script = tmp_path / "main_for_test.py"
+    script.write_text("from lib_for_test import VALUE\n")
+    assert subproc.load_script(script).VALUE == 1
+    (tmp_path / "lib_for_test.py").write_text("VALUE = 2\n")
+    assert subproc.load_script(script).VALUE == 2
+    assert str(tmp_path) not in __import__("sys").path
+
+
+def test_load_script_loads_afresh_and_refuses_what_is_not_a_python_file(tmp_path):
+    path = tmp_path / "some_data.py"
+    path.write_text("ROWS = 9\ndef twice(x):\n    return 2 * x\n")
+    module = subproc.load_script(path)
+    assert module.__name__ == "some_data" and module.ROWS == 9 and module.twice(4) == 8
+    path.write_text("ROWS = 10\n")
+    assert subproc.load_script(str(path)).ROWS == 10               # loaded fresh each time
+    with pytest.raises(ValueError, match="not a Python file"):
+        subproc.load_script(tmp_path / "missing.py")
+    with pytest.raises(ValueError, match="not a Python file"):
+        subproc.load_script(tmp_path)

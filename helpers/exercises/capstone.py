@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..cluster import error_summary
 from ..resume import TrainingRun
+from ..subproc import error_summary
 from . import register
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "capstone_scripts"

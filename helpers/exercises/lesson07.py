@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import cluster
+from .. import cluster, subproc
 from . import register
 
 GLOBAL_BATCH = 8          # examples per step, both workers together
@@ -100,7 +100,7 @@ def _run_answer(fn, mode: str) -> tuple[bool, object]:
     result = cluster.run([str(work / "worker.py"), mode, str(GLOBAL_BATCH), str(ROWS_07_2)], n_workers=WORKERS,
                          timeout=TIMEOUT, grace=2.0, check=False, echo=False, log_dir=work / "logs")
     if not result.ok:
-        errors = {name: cluster.error_summary(text, 300) for name, text in result.errors.items()}
+        errors = {name: subproc.error_summary(text, 300) for name, text in result.errors.items()}
         return False, "your function failed in the workers: " + "; ".join(f"{k}: {v}" for k, v in errors.items())
     outs = []
     for i in range(WORKERS):
