@@ -58,6 +58,8 @@ GIVEAWAYS = {
     "09.3": ["drop_remainder"],
     "10.1": ['"shard_weights": True', "ModelParallel", "FSDP"],
     "10.2": ['startswith("tf_XLA")', "all-reduce"],
+    "11.1": ["(None, 'batch', None)", "/kernel", "(key|value)"],
+    "11.2": ["inside the scope", "/kernel", "(key|value)"],
 }
 
 

@@ -88,8 +88,9 @@ def _facts_here(kind: str, fn, n: int) -> list[dict]:
             out.append(facts)
             continue
         facts["keys"] = list(layout_map)
-        facts["weights"] = {v.path: [list(v.value.sharding.spec), list(v.value.sharding.shard_shape(v.shape)),
-                                     len(v.value.sharding.device_set)] for v in lm.backbone.weights}
+        facts["weights"] = {v.path: [list(getattr(v.value.sharding, "spec", ())),   # one device: no spec
+                                     list(v.value.sharding.shard_shape(v.shape)), len(v.value.sharding.device_set)]
+                            for v in lm.backbone.weights}
         facts["trainable"] = [v.path for v in lm.trainable_weights]
         out.append(facts)
     return out
@@ -153,7 +154,12 @@ def _judge(all_facts: list[dict], n: int) -> "tuple[bool, str]":
     for f in all_facts:
         where = f"on the {tuple(f['mesh'])} mesh"
         if f["error"]:
-            return False, f"building with LoRA {where} fails: {f['error']}"
+            why = ""
+            if re.search(r"(size is|equal to) 1\b", f["error"]):
+                why = " (a dimension of size 1, the single K/V head, cannot be split over 'model': keep it whole)"
+            elif "rank at least" in f["error"]:
+                why = " (a 3-axis rule reached a 2-axis LoRA weight: a key catches lora_kernel_*)"
+            return False, f"building with LoRA {where} fails{why}: {f['error']}"
         weights, wrong = f["weights"], []
         caught = _lora_caught(f["keys"])
         if caught:
