@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
 from . import subproc
@@ -327,48 +328,9 @@ def resolve_visible(value: Optional[str], gpus: Union[int, Sequence[GpuInfo]]) -
 
 # --------------------------------------------------------------------------- asking CUDA itself
 
-#: Python source run in a fresh process by :func:`probe_cuda`: loads the CUDA driver
-#: with ctypes (no TensorFlow, ~50 ms), calls cuInit and lists the devices it sees.
-CUDA_PROBE_CODE = r'''
-import ctypes, json, os, sys
-out = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
-       "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER"),
-       "driver": None, "error": None, "devices": []}
-lib = None
-for name in {"win32": ["nvcuda.dll"], "darwin": []}.get(sys.platform, ["libcuda.so.1", "libcuda.so"]):
-    try:
-        lib = ctypes.CDLL(name)
-        out["driver"] = name
-        break
-    except OSError:
-        pass
-if lib is None:
-    out["error"] = "no CUDA driver (libcuda) on this machine"
-else:
-    rc = lib.cuInit(0)
-    if rc == 100:
-        out["error"] = "cuInit: CUDA_ERROR_NO_DEVICE (no visible GPU)"
-    elif rc != 0:
-        out["error"] = "cuInit returned CUDA error %d" % rc
-    else:
-        count = ctypes.c_int(0)
-        lib.cuDeviceGetCount(ctypes.byref(count))
-        for i in range(count.value):
-            dev = ctypes.c_int(0)
-            lib.cuDeviceGet(ctypes.byref(dev), i)
-            name = ctypes.create_string_buffer(256)
-            bus = ctypes.create_string_buffer(64)
-            raw = (ctypes.c_ubyte * 16)()
-            lib.cuDeviceGetName(name, 256, dev)
-            lib.cuDeviceGetPCIBusId(bus, 64, dev)
-            uuid = None
-            if lib.cuDeviceGetUuid(raw, dev) == 0:
-                h = bytes(raw).hex()
-                uuid = "GPU-%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
-            out["devices"].append({"ordinal": i, "name": name.value.decode(errors="replace"),
-                                   "pci_bus_id": bus.value.decode(errors="replace"), "uuid": uuid})
-print("CUDA_PROBE " + json.dumps(out))
-'''
+#: The script :func:`probe_cuda` runs in a fresh process: it loads the CUDA driver with ctypes
+#: (no TensorFlow, ~50 ms), calls cuInit and lists the devices it sees.
+CUDA_PROBE_SCRIPT = Path(__file__).resolve().parent / "scripts" / "cuda_probe.py"
 
 
 @dataclass(frozen=True)
@@ -412,7 +374,7 @@ def probe_cuda(env: Optional[Mapping[str, str]] = None, timeout: float = 60) -> 
     for key, val in env.items():
         if not isinstance(key, str) or not isinstance(val, str):
             raise ValueError(f"env must map strings to strings, got {key!r}: {val!r}")
-    result = subproc.run_python(CUDA_PROBE_CODE, env=env, timeout=timeout, echo=False)
+    result = subproc.run_python(CUDA_PROBE_SCRIPT.read_text(), env=env, timeout=timeout, echo=False)
     line = next((ln for ln in result.stdout.splitlines() if ln.startswith("CUDA_PROBE ")), None)
     if line is None:
         raise RuntimeError(f"the CUDA probe printed no result (exit {result.returncode}): "

@@ -216,3 +216,20 @@ def test_visible_gpu_ids_reads_the_environment(monkeypatch):
     assert gpus.visible_gpu_ids(gpus=[]) == ["2", "3"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
     assert gpus.visible_gpu_ids(gpus=[]) == []
+
+
+def test_the_cuda_probe_is_a_script_that_runs_on_its_own(capsys):
+    """probe_cuda runs helpers/scripts/cuda_probe.py; as a file it prints the same one line, imported nothing."""
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, str(gpus.CUDA_PROBE_SCRIPT)], capture_output=True, text=True,
+                         timeout=60, env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout.split("CUDA_PROBE ", 1)[1])
+    assert data["CUDA_VISIBLE_DEVICES"] == "" and data["devices"] == [] and data["error"]
+    from helpers import subproc
+
+    subproc.load_script(gpus.CUDA_PROBE_SCRIPT)  # importing it probes nothing and prints nothing
+    assert capsys.readouterr().out == ""
