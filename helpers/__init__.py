@@ -32,13 +32,14 @@ Modules, by concept:
     meshes     JAX device choice, keras.distribution on TensorFlow (a report)  - lesson 08
     clinic     weights per step, activation bytes, worker logs                - lesson 09
     memory_report, trace_split   per-device bytes; a profile's time split     - lesson 10
+    exercises.lesson11  the tiny Gemma of lesson 11 and its on-device layout checks - lesson 11
 
 Maintainer tools (the notebook template, the error-index check, memcheck, timings) live in
 tests/, not here.
 
 The import rule, one for every module (tests/test_import_rule.py checks it): the frameworks
-(tensorflow, keras, tf_keras, jax, jaxlib, matplotlib, sklearn, scipy, torch) are imported only
-inside the function or method that uses them, never at module level; everything else (the
+(tensorflow, keras, tf_keras, jax, jaxlib, matplotlib, sklearn, scipy, torch, keras_hub) are
+imported only inside the function or method that uses them, never at module level; everything else (the
 standard library, numpy, sibling helpers modules) is imported at the top of the module, never
 inside a function. Why: ``import helpers`` and any ``helpers.<module>`` must not start
 TensorFlow, JAX or matplotlib. Lesson 08 picks the Keras backend after importing helpers, the

@@ -29,7 +29,7 @@ PACKAGE = ROOT / "helpers"
 EXCLUDED = ("capsule_scripts", "transcripts", "capstone_scripts")
 #: Top-level packages imported only inside the functions that use them.
 FRAMEWORKS = frozenset({"tensorflow", "keras", "tf_keras", "jax", "jaxlib", "matplotlib", "sklearn",
-                        "scipy", "torch"})
+                        "scipy", "torch", "keras_hub"})   # keras_hub imports keras and TensorFlow (lesson 11)
 
 
 def module_files(package: Path = PACKAGE) -> list[Path]:
