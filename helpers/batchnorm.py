@@ -27,6 +27,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .checks import is_int, positive_int
+
 
 def _tf():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -53,8 +55,7 @@ def make_moving_mean(layer_name: str = "batch_normalization_1", size: int = 4):
     _require_graph_mode(tf)
     if not layer_name or "/" in layer_name:
         raise ValueError(f"layer_name must be a plain scope name, got {layer_name!r}")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be a positive int, got {size!r}")
+    positive_int("size", size)
     v1 = tf.compat.v1
     with tf.name_scope(layer_name):
         moving_mean = v1.Variable(tf.zeros([size]), name="moving_mean", trainable=False,
@@ -118,8 +119,7 @@ class ReplicaBN:
     def __init__(self, strategy, synchronized: bool, momentum: float = 0.99, features: int = 1):
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
-        if isinstance(features, bool) or not isinstance(features, int) or features < 1:
-            raise ValueError(f"features must be a positive int, got {features!r}")
+        positive_int("features", features)
         tf = _tf()
         import keras
 
@@ -210,7 +210,7 @@ def drift_experiment(strategy, batch_sizes: Sequence[int] = (2, 4, 8, 16, 32, 64
     that ``save()`` would keep (``saved_var``, replica 0; the true variance is 1).
     Returns one dict per (synchronized, b), plus the last step's ``replica_means``.
     """
-    if not batch_sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in batch_sizes):
+    if not batch_sizes or any(not is_int(b) or b < 2 for b in batch_sizes):
         raise ValueError(f"batch_sizes must be ints >= 2, got {batch_sizes!r}")
     if not 0 <= warmup < steps:
         raise ValueError(f"need 0 <= warmup < steps, got warmup={warmup}, steps={steps}")

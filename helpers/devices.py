@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from .checks import nonneg_int, positive_int
 from .quiet import filtered_native_stderr
 
 #: Per-logical-GPU memory cap when one GPU is split (MiB); override with this variable.
@@ -30,7 +31,7 @@ _configured: Optional[tuple[int, tuple[str, ...], str]] = None  # (n, names, kin
 _tf_started = False
 
 
-def _tf():
+def import_tensorflow():
     """TensorFlow, imported (and CUDA probed) once with its harmless start-up lines filtered out."""
     global _tf_started
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -53,7 +54,7 @@ def default_gpu_memory_mb(n: int) -> int:
     Reads ``MULTIGPU_GPU_MEMORY_MB`` if set; otherwise keeps the total at
     12 GiB (fits a 16 GB Colab T4) with at most 4 GiB and at least 512 MiB each.
     """
-    _check_n(n)
+    check_device_count(n)
     env = os.environ.get(GPU_MEMORY_ENV)
     if env:
         try:
@@ -78,10 +79,7 @@ def check_device_count(n: object) -> int:
     Raises:
         ValueError: ``n`` is not an int, is below 1, or is above :data:`MAX_DEVICES` (the message says why).
     """
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise ValueError(f"n must be a positive int (number of replicas), got {n!r}")
-    if n < 1:
-        raise ValueError(f"n must be >= 1 (number of replicas), got {n}")
+    positive_int("n", n, why="number of replicas")
     if n > MAX_DEVICES:
         raise ValueError(
             f"n={n} replica devices is more than this course creates (at most {MAX_DEVICES}, "
@@ -91,7 +89,6 @@ def check_device_count(n: object) -> int:
     return n
 
 
-_check_n = check_device_count  # the name this module's functions use
 
 
 def _restart_error(n: int, have: str) -> RuntimeError:
@@ -111,9 +108,8 @@ def replica_plan(n: int, n_gpus: int) -> str:
     :data:`KIND_SPLIT_GPU` (GPU 0 split into ``n`` logical GPUs with capped memory; Colab's T4) or
     :data:`KIND_SPLIT_CPU` (the CPU split into ``n`` logical CPUs; a laptop, Binder, CI).
     """
-    _check_n(n)
-    if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 0:
-        raise ValueError(f"n_gpus must be an int >= 0, got {n_gpus!r}")
+    check_device_count(n)
+    nonneg_int("n_gpus", n_gpus)
     if n_gpus >= n:
         return KIND_GPUS
     return KIND_SPLIT_GPU if n_gpus else KIND_SPLIT_CPU
@@ -138,18 +134,16 @@ def ensure_devices(n: int = 2, gpu_memory_mb: Optional[int] = None) -> list[str]
             configuration that cannot provide ``n`` replicas (restart the kernel).
     """
     global _configured
-    _check_n(n)
-    if gpu_memory_mb is not None and (
-        isinstance(gpu_memory_mb, bool) or not isinstance(gpu_memory_mb, int) or gpu_memory_mb < 1
-    ):
-        raise ValueError(f"gpu_memory_mb must be a positive int, got {gpu_memory_mb!r}")
+    check_device_count(n)
+    if gpu_memory_mb is not None:
+        positive_int("gpu_memory_mb", gpu_memory_mb)
     if _configured is not None:
         done_n, names, kind = _configured
         if done_n == n:
             return list(names)
         raise _restart_error(n, f"configured for {done_n} replica(s) on {kind}")
 
-    tf = _tf()
+    tf = import_tensorflow()
     gpus = tf.config.list_physical_devices("GPU")
     kind = replica_plan(n, len(gpus))
     if kind == KIND_GPUS:
@@ -205,7 +199,7 @@ KIND_SPLIT_CPU = "CPU split into logical CPUs"
 
 def gpu_names() -> list[str]:
     """Model names of the physical GPUs TensorFlow sees, e.g. ``['Tesla T4', 'Tesla T4']`` (``[]`` without GPUs)."""
-    tf = _tf()
+    tf = import_tensorflow()
     names = []
     for gpu in tf.config.list_physical_devices("GPU"):
         try:
@@ -220,7 +214,7 @@ def hardware_label(kind: Optional[str], n: int, names: Optional[list[str]] = Non
     """What ``n`` replicas of ``kind`` really are, for figure titles: ``"2 x Tesla T4"``, ``"1 x Tesla T4 split in 2"``."""
     if kind is None:
         raise ValueError("kind is None: call ensure_devices() first")
-    _check_n(n)
+    check_device_count(n)
     names = list(names or [])
     if kind == KIND_GPUS:
         used = names[:n] or ["GPU"] * n
@@ -259,7 +253,7 @@ def replicas_note(kind: Optional[str], n: int, names: Optional[list[str]] = None
 
 def device_table() -> list[dict[str, str]]:
     """Rows describing physical and logical devices (kind, type, name)."""
-    tf = _tf()
+    tf = import_tensorflow()
     rows = []
     for kind, lister in (("physical", tf.config.list_physical_devices),
                          ("logical", tf.config.list_logical_devices)):

@@ -12,11 +12,12 @@ number that does not depend on the machine's speed) and the plot.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass
 from typing import Sequence
+
+from .checks import nonneg_number, positive_int
 
 @dataclass
 class CallCounter:
@@ -41,10 +42,8 @@ def make_pipeline(x, y, batch_size: int, delay_s: float = 0.0, counter: CallCoun
     expensive map, so its result is cached) and ``.prefetch(tf.data.AUTOTUNE)`` last
     yourself: that is the lesson.  No shuffling, so every epoch has identical batches.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    if not isinstance(delay_s, (int, float)) or not math.isfinite(delay_s) or delay_s < 0:
-        raise ValueError(f"delay_s must be a number of seconds >= 0, got {delay_s!r}")
+    positive_int("batch_size", batch_size)
+    nonneg_number("delay_s", delay_s, unit="seconds")
     if len(x) != len(y) or len(x) == 0:
         raise ValueError(f"x and y must be non-empty and of the same length, got {len(x)} and {len(y)}")
     import tensorflow as tf

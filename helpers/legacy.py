@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence, Union
 
 from . import devices
+from .checks import is_int
 
 GpusArg = Union[None, int, Sequence[int]]
 
@@ -43,7 +44,7 @@ def replica_devices() -> list[str]:
     configured = devices.configured_devices()
     if configured is not None:
         return configured
-    tf = devices._tf()
+    tf = devices.import_tensorflow()
     gpus = tf.config.list_logical_devices("GPU")
     return [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
 
@@ -55,29 +56,25 @@ def slice_sizes(rows: int, parts: int) -> list[int]:
     remainder: 10 rows on 3 towers -> [3, 3, 4]; 1 row on 2 towers -> [0, 1].
     (MirroredStrategy splits differently: :func:`helpers.replica_checks.replica_split`.)
     """
-    if not _is_int(rows) or rows < 0:
+    if not is_int(rows) or rows < 0:
         raise ValueError(f"rows must be an int >= 0, got {rows!r}")
-    if not _is_int(parts) or parts < 1:
+    if not is_int(parts) or parts < 1:
         raise ValueError(f"parts must be an int >= 1, got {parts!r}")
     step = rows // parts
     return [step] * (parts - 1) + [rows - step * (parts - 1)]
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _target_indices(gpus: GpusArg, available: list[str]) -> list[int]:
     """Validate ``gpus`` against the available devices; return the tower device indices."""
     if gpus is None:
         gpus = len(available)
-    if _is_int(gpus):
+    if is_int(gpus):
         if gpus <= 1:
             raise ValueError("For multi-gpu usage to be effective, call `multi_gpu_model` with "
                              f"`gpus >= 2`. Received: `gpus={gpus}`")
         ids = list(range(gpus))
     elif isinstance(gpus, (list, tuple)):
-        if not all(_is_int(g) for g in gpus):
+        if not all(is_int(g) for g in gpus):
             raise ValueError(f"`gpus` must hold device indices (ints), got {gpus!r}")
         if len(gpus) <= 1:
             raise ValueError("For multi-gpu usage to be effective, call `multi_gpu_model` with "

@@ -18,6 +18,7 @@ import re
 from typing import Optional, Sequence
 
 from . import lazy
+from .checks import positive_int
 
 _DEVICE_RE = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU|TPU)(?::(\d+))?$", re.IGNORECASE)
 
@@ -167,12 +168,6 @@ def _mib(values: float, bytes_per_value: int) -> float:
     return values * bytes_per_value / 2**20
 
 
-def _check_batch(batch_size: int, bytes_per_value: int) -> None:
-    for name, value in (("batch_size", batch_size), ("bytes_per_value", bytes_per_value)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-
 def memory_by_device(model: SplitModel, input_shape: Sequence[int], batch_size: int,
                      bytes_per_value: int = 4) -> list[dict]:
     """Weights and forward activations each device holds under *model* parallelism.
@@ -184,7 +179,8 @@ def memory_by_device(model: SplitModel, input_shape: Sequence[int], batch_size: 
     """
     if not isinstance(model, _SplitModel) or not model.built:
         raise ValueError("memory_by_device needs a built SplitModel (call it once or build it)")
-    _check_batch(batch_size, bytes_per_value)
+    positive_int("batch_size", batch_size)
+    positive_int("bytes_per_value", bytes_per_value)
     costs = layer_costs(model.parts, input_shape)
     rows = []
     for p, device in enumerate(model.part_devices):
@@ -202,7 +198,8 @@ def data_parallel_memory(model: SplitModel, input_shape: Sequence[int], batch_si
     """The same model under *data* parallelism: every device holds all weights and 1/n of the batch."""
     if not isinstance(model, _SplitModel) or not model.built:
         raise ValueError("data_parallel_memory needs a built SplitModel")
-    _check_batch(batch_size, bytes_per_value)
+    positive_int("batch_size", batch_size)
+    positive_int("bytes_per_value", bytes_per_value)
     if not devices:
         raise ValueError("need at least one device")
     costs = layer_costs(model.parts, input_shape)

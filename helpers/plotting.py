@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
+from .checks import int_between
 from .gpus import resolve_visible
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported where a figure is drawn
@@ -22,12 +23,6 @@ if TYPE_CHECKING:  # annotations only: matplotlib is imported where a figure is 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 GREY = "#d0d0d0"
-
-
-def _check_count(name: str, value: object, low: int = 1, high: int = 16) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name} must be an int from {low} to {high}, got {value!r}")
-    return value
 
 
 def _axes(ax: Optional[Axes], size: tuple[float, float]) -> tuple[Figure, Axes]:
@@ -71,8 +66,8 @@ def draw_data_parallel(n_replicas: int = 2, global_batch: int = 8, ax: Optional[
     Every replica holds a full copy of the model; each computes gradients on its
     own slice; an all-reduce sums them so every copy applies the same update.
     """
-    n = _check_count("n_replicas", n_replicas, 1, 8)
-    _check_count("global_batch", global_batch, n, 4096)
+    n = int_between("n_replicas", n_replicas, 1, 8)
+    int_between("global_batch", global_batch, n, 4096)
     fig, ax = _axes(ax, (2.4 + 2.2 * n, 4.6))
     width = 1.0 / n
     per = [global_batch // n + (1 if k < global_batch % n else 0) for k in range(n)]
@@ -107,7 +102,7 @@ def draw_model_parallel(n_devices: int = 2, ax: Optional[Axes] = None) -> Figure
     The whole batch goes through part 0 on device 0, its activations are copied
     to device 1 for part 1, and so on; each device holds only its part's weights.
     """
-    n = _check_count("n_devices", n_devices, 1, 8)
+    n = int_between("n_devices", n_devices, 1, 8)
     fig, ax = _axes(ax, (3.0 + 3.0 * n, 3.0))
     width = 1.0 / (n + 1)
     _box(ax, 0.02, 0.4, width * 0.5, 0.2, "whole\nbatch", "#ffffff")
@@ -135,8 +130,8 @@ def pipeline_schedule(n_devices: int, n_microbatches: int) -> list[tuple[int, in
     passes start when the last forward is done and flow back up. With
     ``n_microbatches == 1`` this is plain model parallelism.
     """
-    d = _check_count("n_devices", n_devices, 1, 16)
-    m = _check_count("n_microbatches", n_microbatches, 1, 64)
+    d = int_between("n_devices", n_devices, 1, 16)
+    m = int_between("n_microbatches", n_microbatches, 1, 64)
     work = []
     for dev in range(d):
         for mb in range(m):
@@ -147,8 +142,8 @@ def pipeline_schedule(n_devices: int, n_microbatches: int) -> list[tuple[int, in
 
 def bubble_fraction(n_devices: int, n_microbatches: int) -> float:
     """Share of device time spent idle in :func:`pipeline_schedule`: (d - 1) / (m + d - 1)."""
-    d = _check_count("n_devices", n_devices, 1, 16)
-    m = _check_count("n_microbatches", n_microbatches, 1, 64)
+    d = int_between("n_devices", n_devices, 1, 16)
+    m = int_between("n_microbatches", n_microbatches, 1, 64)
     return (d - 1) / (m + d - 1)
 
 
@@ -157,8 +152,8 @@ def draw_pipeline(n_devices: int = 2, n_microbatches: int = 4, ax: Optional[Axes
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
-    d = _check_count("n_devices", n_devices, 1, 8)
-    m = _check_count("n_microbatches", n_microbatches, 1, 16)
+    d = int_between("n_devices", n_devices, 1, 8)
+    m = int_between("n_microbatches", n_microbatches, 1, 16)
     if ax is None:
         fig, axes = plt.subplots(2, 1, figsize=(9, 1.2 + 0.9 * d), sharex=True)
     else:
@@ -191,7 +186,7 @@ def draw_visible_devices(value: Optional[str], n_physical: int = 8, ax: Optional
     Assumes ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so CUDA's indices match nvidia-smi's.
     """
 
-    n = _check_count("n_physical", n_physical, 0, 16)
+    n = int_between("n_physical", n_physical, 0, 16)
     vis = resolve_visible(value, n)
     fig, ax = _axes(ax, (1.4 + 1.1 * max(n, 2), 3.0))
     cols = max(n, 1)

@@ -12,13 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence
 
+from .checks import nonneg_int, positive_int, positive_number
+
 LR_RULES = ("linear", "sqrt", "none")
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
 
 
 def global_batch_size(per_replica: int, num_replicas: int) -> int:
@@ -27,7 +23,7 @@ def global_batch_size(per_replica: int, num_replicas: int) -> int:
     Under MirroredStrategy ``fit(batch_size=B)`` means B rows per *step*, split
     across the replicas - exactly as ``multi_gpu_model`` split its batch.
     """
-    return _positive_int("per_replica", per_replica) * _positive_int("num_replicas", num_replicas)
+    return positive_int("per_replica", per_replica) * positive_int("num_replicas", num_replicas)
 
 
 def replica_split(rows: int, num_replicas: int) -> list[int]:
@@ -39,9 +35,8 @@ def replica_split(rows: int, num_replicas: int) -> list[int]:
     ``strategy.experimental_distribute_dataset``; ``tests/test_strategy.py`` checks
     it against the real strategy.)  Compare :func:`helpers.legacy.slice_sizes`.
     """
-    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
-        raise ValueError(f"rows must be an int >= 0, got {rows!r}")
-    _positive_int("num_replicas", num_replicas)
+    nonneg_int("rows", rows)
+    positive_int("num_replicas", num_replicas)
     each = math.ceil(rows / num_replicas)
     out, left = [], rows
     for _ in range(num_replicas):
@@ -58,10 +53,9 @@ def scale_learning_rate(base_lr: float, base_batch: int, new_batch: int, rule: s
     rule for SGD, with a warm-up for large k), ``"sqrt"`` (the learning-rate part of Malladi et al. 2022's rule for Adam, which also changes 1-β and ε),
     ``"none"`` (keep ``base_lr``).
     """
-    if isinstance(base_lr, bool) or not isinstance(base_lr, (int, float)) or base_lr <= 0:
-        raise ValueError(f"base_lr must be a positive number, got {base_lr!r}")
-    _positive_int("base_batch", base_batch)
-    _positive_int("new_batch", new_batch)
+    positive_number("base_lr", base_lr)
+    positive_int("base_batch", base_batch)
+    positive_int("new_batch", new_batch)
     if rule not in LR_RULES:
         raise ValueError(f"rule must be one of {LR_RULES}, got {rule!r}")
     k = new_batch / base_batch

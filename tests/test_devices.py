@@ -119,7 +119,7 @@ class FakeTF:
 def fake(monkeypatch):
     def make(n_gpus, initialised=False):
         tf = FakeTF(n_gpus, initialised)
-        monkeypatch.setattr(devices, "_tf", lambda: tf)
+        monkeypatch.setattr(devices, "import_tensorflow", lambda: tf)
         monkeypatch.setattr(devices, "_configured", None)
         return tf
     return make

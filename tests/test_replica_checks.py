@@ -30,7 +30,7 @@ def test_global_batch_size():
     assert st.global_batch_size(32, 8) == 256
     assert st.global_batch_size(1, 1) == 1
     for bad in [(0, 2), (32, 0), (32.0, 2), (True, 2), (32, "8")]:
-        with pytest.raises(ValueError, match="positive int"):
+        with pytest.raises(ValueError, match="must be an int >= 1"):
             st.global_batch_size(*bad)
 
 

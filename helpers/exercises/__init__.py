@@ -45,6 +45,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
+from ..checks import is_int
 from ..lazy import framework_class
 
 Checker = Callable[[Any], "tuple[bool, str]"]
@@ -232,8 +233,7 @@ def register(key: str, *, title: str, checker: Checker, solution: Callable[[], A
     kinds = (expects,) if isinstance(expects, str) else tuple(expects)
     for kind in kinds:
         _check_kind_name(kind)
-    if takes is not None and (isinstance(takes, bool) or not isinstance(takes, int) or takes < 0
-                              or "function" not in kinds):
+    if takes is not None and (not is_int(takes) or takes < 0 or "function" not in kinds):
         raise ValueError(f"takes must be a whole number >= 0 and needs expects='function', got {takes!r}")
     ex = Exercise(key, title, checker, solution, hint, kinds, wants, takes)
     REGISTRY[key] = ex
