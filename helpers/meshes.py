@@ -24,6 +24,7 @@ from typing import Optional
 import numpy as np
 
 from . import gpus
+from .config import jax_devices_requested
 from .models import small_mlp
 
 
@@ -100,8 +101,6 @@ def choose_jax_platform(requested: Optional[int] = None) -> JaxPlan:
     A ``JAX_PLATFORMS`` the learner set wins (``cpu``: CPU devices; anything else: the GPUs).  Once
     ``jax`` is imported the choice is fixed: the plan then describes the devices JAX has.
     """
-    from .config import jax_devices_requested
-
     if requested is None:
         requested = jax_devices_requested()
     if "jax" in sys.modules:
