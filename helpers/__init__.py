@@ -4,7 +4,6 @@ Modules, by concept:
     config     the quick/full switch (``MULTIGPU_MODE``)
     versions   the running stack and the supported range (``at_least("keras", "3.14")``)
     quiet      TensorFlow's harmless start-up lines kept out of the notebook
-    lazy       classes with a Keras base class, built on first use (the import rule below)
     course     repository URL, badges
     devices    replica devices on 0, 1 or N GPUs (``ensure_devices``)
     errors     ``expect_error`` for errors shown on purpose
@@ -37,15 +36,17 @@ Modules, by concept:
 Maintainer tools (the notebook template, the error-index check, memcheck, timings) live in
 tests/, not here.
 
-The import rule, one for every module (tests/test_import_rule.py checks it): the frameworks
-(tensorflow, keras, tf_keras, jax, jaxlib, matplotlib, sklearn, scipy, torch, keras_hub) are
-imported only inside the function or method that uses them, never at module level; everything else (the
-standard library, numpy, sibling helpers modules) is imported at the top of the module, never
-inside a function. Why: ``import helpers`` and any ``helpers.<module>`` must not start
-TensorFlow, JAX or matplotlib. Lesson 08 picks the Keras backend after importing helpers, the
-device variables (CUDA_VISIBLE_DEVICES, logical devices) must be set before a framework starts,
-and ``python -m helpers.cluster_cli`` and its worker processes should not pay seconds of TensorFlow
-import they do not need. A class with a framework base class is built on first use (``lazy``).
+The import rule (tests/test_import_rule.py checks it): the setup chain - ``import helpers``,
+config, versions, quiet, course, errors, checks, subproc, devices, gpus, meshes, precision, models,
+data, notebook, the exercises registry - and the launchers (cluster, cluster_cli, slurm, resume) import the frameworks
+(tensorflow, keras, tf_keras, jax, jaxlib, matplotlib, sklearn, scipy, torch) only inside the
+function that uses them, never at module level. Why: lesson 08 picks the Keras backend after
+importing helpers, the device variables (CUDA_VISIBLE_DEVICES, logical devices) must be set before
+a framework starts, and ``python -m helpers.cluster_cli`` and its worker processes should not pay
+seconds of TensorFlow import they do not need. Modules used only after the Setup cells (placement,
+callbacks, ...) may import Keras at the top and define plain subclasses (``SplitModel??`` shows the
+source). In every module everything else (the standard library, numpy, sibling helpers modules) is
+imported at the top, never inside a function.
 """
 
 from __future__ import annotations

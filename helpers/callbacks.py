@@ -19,10 +19,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from . import lazy
+import keras
 
 
-class _ParallelModelCheckpoint:
+class ParallelModelCheckpoint(keras.callbacks.ModelCheckpoint):
     """``ModelCheckpoint`` that always saves ``model`` (the template), whatever model is being trained.
 
     Args:
@@ -45,8 +45,6 @@ class _ParallelModelCheckpoint:
     """
 
     def __init__(self, model, filepath, **kwargs):
-        import keras
-
         if not isinstance(model, keras.Model):
             raise ValueError(f"model must be the template keras.Model, got {type(model).__name__}")
         super().__init__(filepath, **kwargs)
@@ -69,12 +67,6 @@ class _ParallelModelCheckpoint:
             self._model = saving
 
 
-# The public class ParallelModelCheckpoint(_ParallelModelCheckpoint, keras.callbacks.ModelCheckpoint),
-# built on first use so that importing this module does not import Keras (see helpers.lazy).
-__getattr__, __dir__ = lazy.subclasses(__name__, {
-    "ParallelModelCheckpoint": (_ParallelModelCheckpoint, "keras.callbacks.ModelCheckpoint")})
-
-
 @contextmanager
 def count_saves(model) -> Iterator[dict]:
     """Count calls of ``model.save`` and ``model.save_weights`` inside the block.
@@ -83,8 +75,6 @@ def count_saves(model) -> Iterator[dict]:
     runs; the model's methods are restored afterwards. Used to measure how often
     a checkpoint callback really writes (e.g. the positional-``period`` trap).
     """
-    import keras
-
     if not isinstance(model, keras.Model):
         raise ValueError(f"model must be a keras.Model, got {type(model).__name__}")
     counts = {"save": 0, "save_weights": 0}

@@ -7,8 +7,8 @@ model does not remember the scopes it was built under when it runs. Lesson 01
 uses :class:`SplitModel` (each part built *and* run on its device) and the
 inspection helpers below to show the difference with evidence, not claims.
 
-Importing this module does not import Keras or TensorFlow; the functions and
-``SplitModel`` do when first used (pick the backend, TensorFlow, first).
+It imports Keras, so it is imported after the Setup cells (which fix the backend, TensorFlow);
+``SplitModel`` is a plain ``keras.Model`` subclass (``SplitModel??`` shows its source).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import math
 import re
 from typing import Optional, Sequence
 
-from . import lazy
+import keras
+
 from .checks import positive_int
 
 _DEVICE_RE = re.compile(r"(?:^|/)(?:device:)?(CPU|GPU|TPU)(?::(\d+))?$", re.IGNORECASE)
@@ -40,7 +41,7 @@ def same_device(a: str, b: str) -> bool:
     return short_device(a) == short_device(b)
 
 
-class _SplitModel:
+class SplitModel(keras.Model):
     """A model made of consecutive ``parts``; part ``i`` is built and run on ``devices[i]``.
 
     Device (model) parallelism in its simplest form: the weights of each part live
@@ -59,8 +60,6 @@ class _SplitModel:
     """
 
     def __init__(self, parts: Sequence[keras.layers.Layer], devices: Sequence[str], **kwargs):
-        import keras
-
         super().__init__(**kwargs)
         parts, devices = list(parts), list(devices)
         if not parts or len(parts) != len(devices):
@@ -103,15 +102,8 @@ class _SplitModel:
         return shape
 
 
-# The public class SplitModel(_SplitModel, keras.Model), built on first use so that importing
-# this module does not import Keras (see helpers.lazy).
-__getattr__, __dir__ = lazy.subclasses(__name__, {"SplitModel": (_SplitModel, "keras.Model")})
-
-
 def variable_devices(model: keras.layers.Layer) -> list[dict]:
     """One row per weight: path, shape and the device(s) holding it (all copies of a MirroredVariable)."""
-    import keras
-
     if not isinstance(model, keras.layers.Layer):
         raise ValueError(f"expected a Keras layer or model, got {type(model).__name__}")
     rows = []
@@ -130,7 +122,6 @@ def graph_op_devices(model: keras.layers.Layer, input_shape: Sequence[int],
     ``input_shape`` excludes the batch dimension. Ops with no device show
     ``(not pinned)``: TensorFlow then runs them on the default device.
     """
-    import keras
     import tensorflow as tf
 
     if not isinstance(model, keras.layers.Layer):
@@ -147,8 +138,6 @@ def layer_costs(parts: Sequence[keras.layers.Layer], input_shape: Sequence[int])
     ``parts`` must be built; a Sequential part is walked layer by layer, any other
     part counts as one layer. ``input_shape`` excludes the batch dimension.
     """
-    import keras
-
     if not parts:
         raise ValueError("need at least one part")
     rows = []
@@ -177,7 +166,7 @@ def memory_by_device(model: SplitModel, input_shape: Sequence[int], batch_size: 
     examples (float32 = 4 bytes per value). Training adds gradients and
     optimizer slots (about 3x the weights with Adam) on the same device.
     """
-    if not isinstance(model, _SplitModel) or not model.built:
+    if not isinstance(model, SplitModel) or not model.built:
         raise ValueError("memory_by_device needs a built SplitModel (call it once or build it)")
     positive_int("batch_size", batch_size)
     positive_int("bytes_per_value", bytes_per_value)
@@ -196,7 +185,7 @@ def memory_by_device(model: SplitModel, input_shape: Sequence[int], batch_size: 
 def data_parallel_memory(model: SplitModel, input_shape: Sequence[int], batch_size: int,
                          devices: Sequence[str], bytes_per_value: int = 4) -> list[dict]:
     """The same model under *data* parallelism: every device holds all weights and 1/n of the batch."""
-    if not isinstance(model, _SplitModel) or not model.built:
+    if not isinstance(model, SplitModel) or not model.built:
         raise ValueError("data_parallel_memory needs a built SplitModel")
     positive_int("batch_size", batch_size)
     positive_int("bytes_per_value", bytes_per_value)

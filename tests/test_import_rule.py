@@ -1,9 +1,12 @@
 """The import rule of the helpers package (see ``helpers/__init__.py``), checked two ways.
 
-1. Statically (AST): a framework (TensorFlow, Keras, JAX, matplotlib, ...) is imported only
-   inside a function or method; everything else (standard library, numpy, sibling helpers
-   modules) only at the top of the module. ``if TYPE_CHECKING:`` blocks may import anything.
-2. Dynamically: a fresh interpreter imports ``helpers`` and every helpers module and no
+1. Statically (AST): in the modules of :data:`FRAMEWORK_FREE` (the setup chain a notebook runs
+   before the Keras backend and the devices are fixed, and the launchers whose CLI and worker
+   processes should not pay for TensorFlow's import) a framework (TensorFlow, Keras, JAX,
+   matplotlib, ...) is imported only inside a function or method; the other modules may import
+   one at the top. In every module everything else (standard library, numpy, sibling helpers
+   modules) is imported only at the top. ``if TYPE_CHECKING:`` blocks may import anything.
+2. Dynamically: a fresh interpreter imports every module of :data:`FRAMEWORK_FREE` and no
    framework is in ``sys.modules`` afterwards.
 
 Each check is also run on a small counter-example, so that a checker that stopped seeing
@@ -24,9 +27,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "helpers"
-#: Not helpers modules: the 2017 scripts run by the capsule's Python 3.6, text transcripts, and the
-#: capstone's training scripts (run as their own processes, like the scripts lessons write).
-EXCLUDED = ("capsule_scripts", "transcripts", "capstone_scripts")
+#: Not helpers modules: the 2017 scripts run by the capsule's Python 3.6, text transcripts, the
+#: capstone's training scripts and the CUDA probe (run as their own processes, like the scripts lessons write).
+EXCLUDED = ("capsule_scripts", "transcripts", "capstone_scripts", "scripts")
+#: Modules that import no framework when imported: ``import helpers`` and ``setup_notebook`` (lesson 08
+#: picks the backend after them, and CUDA_VISIBLE_DEVICES must be set before TensorFlow starts), and the
+#: launchers. Modules used only after the Setup cells (placement, callbacks, ...) may import Keras at the top.
+FRAMEWORK_FREE = ("helpers", "helpers.checks", "helpers.config", "helpers.course", "helpers.data",
+                  "helpers.devices", "helpers.errors", "helpers.gpus", "helpers.meshes", "helpers.models",
+                  "helpers.notebook", "helpers.precision", "helpers.quiet", "helpers.subproc",
+                  "helpers.versions", "helpers.cluster", "helpers.cluster_cli", "helpers.slurm",
+                  "helpers.resume", "helpers.exercises")
 #: Top-level packages imported only inside the functions that use them.
 FRAMEWORKS = frozenset({"tensorflow", "keras", "tf_keras", "jax", "jaxlib", "matplotlib", "sklearn",
                         "scipy", "torch", "keras_hub"})   # keras_hub imports keras and TensorFlow (lesson 11)
@@ -56,8 +67,11 @@ def _imported(node: ast.Import | ast.ImportFrom) -> list[str]:
     return ["." * node.level + (node.module or "")]
 
 
-def violations(source: str, filename: str = "<source>") -> list[str]:
-    """``file:line: why`` for each import that breaks the rule in ``source`` (Python source text)."""
+def violations(source: str, filename: str = "<source>", framework_free: bool = True) -> list[str]:
+    """``file:line: why`` for each import that breaks the rule in ``source`` (Python source text).
+
+    ``framework_free=False``: a module used only after setup, which may import a framework at the top.
+    """
     found = []
 
     def visit(node: ast.AST, in_function: bool, at_top: bool) -> None:
@@ -69,7 +83,7 @@ def violations(source: str, filename: str = "<source>") -> list[str]:
                 for name in _imported(child):
                     top = name.split(".")[0]
                     where = f"{filename}:{child.lineno}"
-                    if top in FRAMEWORKS and not in_function:
+                    if top in FRAMEWORKS and not in_function and framework_free:
                         found.append(f"{where}: framework import {name!r} outside a function "
                                      "(import it inside the function that uses it)")
                     elif top not in FRAMEWORKS and top != "__future__" and in_function:
@@ -91,8 +105,11 @@ def violations(source: str, filename: str = "<source>") -> list[str]:
 def test_every_helpers_module_follows_the_import_rule():
     files = module_files()
     assert len(files) > 30 and PACKAGE / "exercises" / "lesson01.py" in files  # the walk found the package
+    free = {module_name(p) for p in files} & set(FRAMEWORK_FREE)
+    assert free == set(FRAMEWORK_FREE), set(FRAMEWORK_FREE) - free    # every listed module exists
     found = [v for path in files
-             for v in violations(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))]
+             for v in violations(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)),
+                                 framework_free=module_name(path) in FRAMEWORK_FREE)]
     assert not found, "the import rule of helpers/__init__.py is broken:\n" + "\n".join(found)
 
 
@@ -124,6 +141,13 @@ def test_the_checker_sees_each_kind_of_violation(source, expected):
         assert line.startswith("m.py:") and want in line, (line, want)
 
 
+def test_a_module_used_after_setup_may_import_a_framework_at_the_top_only():
+    assert violations("import keras\nimport numpy as np\n", "m.py", framework_free=False) == []
+    assert violations("import keras\n", "m.py", framework_free=True) != []
+    found = violations("import keras\ndef f():\n    import os\n", "m.py", framework_free=False)
+    assert len(found) == 1 and "'os' imported inside a function" in found[0]
+
+
 # ---- dynamic: importing helpers starts no framework ---------------------------------------------
 
 _PROBE = textwrap.dedent("""
@@ -132,7 +156,6 @@ _PROBE = textwrap.dedent("""
     blame = {}
     for name in modules:
         module = importlib.import_module(name)
-        dir(module)  # a lazy __dir__ must not build anything either
         for fw in frameworks:
             if fw in sys.modules and fw not in blame:
                 blame[fw] = name
@@ -149,12 +172,22 @@ def frameworks_imported(modules: list[str], path: Path) -> dict[str, str]:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def test_importing_every_helpers_module_imports_no_framework():
-    modules = [module_name(p) for p in module_files()]
-    assert modules[0] == "helpers" and "helpers.exercises.lesson10" in modules and "helpers.placement" in modules
-    blame = frameworks_imported(modules, ROOT)
+def test_importing_the_setup_chain_and_the_launchers_imports_no_framework():
+    blame = frameworks_imported(list(FRAMEWORK_FREE), ROOT)
     assert not blame, ("importing helpers modules imported frameworks (module that did it): "
                        f"{blame}; import them inside the functions that use them")
+
+
+def test_a_module_used_after_setup_defines_plain_classes_with_their_source():
+    """placement imports Keras at the top: SplitModel is a plain class, so ``SplitModel??`` shows its source."""
+    import inspect
+
+    assert frameworks_imported(["helpers.placement"], ROOT).get("keras") == "helpers.placement"
+    from helpers import callbacks, placement
+
+    assert inspect.getsource(placement.SplitModel).startswith("class SplitModel(keras.Model):")
+    assert inspect.getsource(callbacks.ParallelModelCheckpoint).startswith(
+        "class ParallelModelCheckpoint(keras.callbacks.ModelCheckpoint):")
 
 
 def test_the_probe_blames_the_module_that_imports_a_framework(tmp_path):

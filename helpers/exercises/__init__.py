@@ -46,9 +46,19 @@ from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 from ..checks import is_int
-from ..lazy import framework_class
 
 Checker = Callable[[Any], "tuple[bool, str]"]
+
+
+def framework_class(dotted: str) -> type:
+    """The class at ``dotted`` (``"keras.Model"``), importing its top package now (an answer's expected kind)."""
+    top, *parts = dotted.split(".")
+    obj = importlib.import_module(top)
+    for part in parts:
+        obj = getattr(obj, part)
+    if not isinstance(obj, type):
+        raise ValueError(f"{dotted!r} is not a class")
+    return obj
 
 
 def _is_function(value: Any) -> bool:
