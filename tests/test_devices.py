@@ -206,9 +206,22 @@ def test_cpu_note_and_bad_kinds():
         devices.replicas_note(None, 2)
 
 
-def test_gpu_names_without_gpus(replicas):
+def test_gpu_names_one_per_physical_gpu(replicas, monkeypatch):
     import tensorflow as tf
-    assert devices.gpu_names() == [] or len(devices.gpu_names()) == len(tf.config.list_physical_devices("GPU"))
+    names = devices.gpu_names()
+    assert len(names) == len(tf.config.list_physical_devices("GPU")) and all(isinstance(n, str) and n for n in names)
+
+    from types import SimpleNamespace
+
+    def details(gpu):                                  # TF has no details for the second GPU
+        if gpu.name.endswith(":1"):
+            raise RuntimeError("no details")
+        return {"device_name": "Tesla T4"}
+    gpus = [SimpleNamespace(name="/physical_device:GPU:0"), SimpleNamespace(name="/physical_device:GPU:1")]
+    fake = SimpleNamespace(config=SimpleNamespace(list_physical_devices=lambda kind: gpus,
+                                                  experimental=SimpleNamespace(get_device_details=details)))
+    monkeypatch.setattr(devices, "import_tensorflow", lambda: fake)
+    assert devices.gpu_names() == ["Tesla T4", "/physical_device:GPU:1"]
 
 
 @pytest.mark.parametrize("n, n_gpus, kind", [
