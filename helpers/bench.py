@@ -213,8 +213,8 @@ def _child_env() -> dict:
 def configured_replicas() -> Optional[int]:
     """How many replica devices ``ensure_devices`` configured in this process (None if it did not run)."""
 
-    configured = getattr(devices, "_configured", None)  # (n, names, kind) once ensure_devices ran
-    return None if configured is None else configured[0]
+    names = devices.configured_devices()
+    return None if names is None else len(names)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -143,8 +143,7 @@ def _lesson_strategy():
     """
     import tensorflow as tf
 
-    configured = getattr(devices, "_configured", None)
-    names = configured[1] if configured is not None else devices.ensure_devices(2)
+    names = devices.configured_devices() or devices.ensure_devices(2)
     return tf.distribute.MirroredStrategy(list(names), cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 
