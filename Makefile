@@ -1,7 +1,9 @@
 # Two commands for learners:  make lab   |   make test
 # Quick/full switch: MULTIGPU_MODE=quick (default) or full, e.g. `make lab MULTIGPU_MODE=full`.
 # Two stacks: STACK=pinned (default; requirements.txt, Python 3.11, .venv) or STACK=hosted
-# (requirements-hosted.txt: Colab's/Kaggle's versions, Python 3.13, .venv-hosted, helpers installed without -e).
+# (requirements-hosted.txt: Colab's/Kaggle's versions, Python 3.13, .venv-hosted, helpers installed without -e),
+# or STACK=latest (requirements-latest.txt: lower bounds, so the newest TensorFlow/Keras/JAX; Python 3.13,
+# .venv-latest; CI runs it weekly to catch drift early).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -23,8 +25,13 @@ else ifeq ($(STACK),hosted)
   HELPERS_INSTALL := --no-deps --force-reinstall .
   # A non-editable install is a snapshot: refresh it before every run so tests see the working tree.
   REFRESH_HELPERS := $(VENV)/bin/python -m pip install -q --no-deps --force-reinstall . && rm -rf build
+else ifeq ($(STACK),latest)
+  PY_VERSION := 3.13
+  VENV ?= .venv-latest
+  REQUIREMENTS := requirements-latest.txt
+  HELPERS_INSTALL := --no-deps -e .
 else
-  $(error STACK=$(STACK) is not a stack; use STACK=pinned (default) or STACK=hosted)
+  $(error STACK=$(STACK) is not a stack; use STACK=pinned (default), STACK=hosted or STACK=latest)
 endif
 PYTHON ?= $(call find_python,$(PY_VERSION))
 PY     := $(VENV)/bin/python
@@ -45,7 +52,7 @@ KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 # notebooks run as a learner's kernel does (tests/conftest.py sets them for unit tests only).
 TEST_ENV := PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
 
-.PHONY: help install lab test unit notebooks capsule gpu-check sync-notebooks clean bench rerun-check rerun-each html memcheck timings
+.PHONY: help install lab test unit notebooks capsule gpu-check sync-notebooks clean bench rerun-check rerun-each html memcheck timings book book-test
 
 help:
 	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
@@ -57,6 +64,8 @@ help:
 	@echo "make capsule      - build the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3) if Python 3.6 exists"
 	@echo "make bench        - the scaling benchmark from the command line: CSV + PNG under _output/bench/"
 	@echo "make html         - executed copies of the notebooks, with outputs and figures, in _build/html/"
+	@echo "make book         - the course website (lessons executed once, search, launch links) in _build/book/html/"
+	@echo "make book-test    - make book, then check the site in headless Chromium (screenshot in _output/book-test/)"
 	@echo "make rerun-check  - run every notebook twice in one kernel (slow)"
 	@echo "make rerun-each   - run every notebook with each code cell executed twice in a row (slow; CI runs it)"
 	@echo "make memcheck     - peak memory (kernel + child processes) and time per notebook; NOTEBOOKS=..., MEMCHECK_ARGS=--one-core (Binder-like)"
@@ -64,7 +73,8 @@ help:
 	@echo "make gpu-check    - on a GPU machine: every notebook on 1 GPU split in 2 and on 2 real GPUs, timed, with a report"
 	@echo "make sync-notebooks - re-render badges and the bootstrap cell in every notebook (maintainers)"
 	@echo "make clean        - remove .venv, .venv-hosted, the time capsule and built outputs"
-	@echo "STACK=pinned|hosted   pinned (default): requirements.txt, Python 3.11; hosted: Colab/Kaggle's versions, Python 3.13"
+	@echo "STACK=pinned|hosted|latest  pinned (default): requirements.txt, Python 3.11; hosted: Colab/Kaggle's versions,"
+	@echo "                    Python 3.13; latest: the newest releases (requirements-latest.txt), Python 3.13"
 	@echo "MULTIGPU_MODE=quick|full selects quick (CI, laptops) or full (real GPUs) training."
 
 $(STAMP): $(REQUIREMENTS) pyproject.toml
@@ -146,7 +156,7 @@ sync-notebooks: $(STAMP)
 	$(PY) tests/nbtemplate.py check
 
 clean:
-	rm -rf .venv .venv-hosted $(CAPSULE) _build _output
+	rm -rf .venv .venv-hosted .venv-latest .venv-book $(CAPSULE) _build _output
 
 # Scaling benchmark for instructors / GPU machines: writes a CSV and a PNG under _output/bench/.
 bench: $(STAMP)
@@ -198,3 +208,38 @@ timings: $(STAMP) capsule
 	$(PY) tests/timings.py record --tests $(TIMINGS_DIR)/nb_times.json --memcheck $(TIMINGS_DIR)/memcheck.json \
 	  $(if $(TIMINGS_MACHINE),--machine "$(TIMINGS_MACHINE)")
 	$(PY) tests/timings.py render
+
+# The course website (tools/book.py says how): each lesson executed once in $(VENV) (quick mode, as `make html`
+# does; a copy is re-executed only when its notebook or the helpers changed), then rendered by Sphinx + myst-nb +
+# sphinx-book-theme with execution off, from their own environment ($(BOOK_VENV), requirements-book.txt; never
+# in .venv). BOOK_NOTEBOOKS=... builds a subset; `make -j2 book` executes two lessons at a time.
+BOOK_DIR ?= _build/book
+BOOK_VENV ?= .venv-book
+BOOK_PY := $(BOOK_VENV)/bin/python
+BOOK_STAMP := $(BOOK_VENV)/.installed
+BOOK_PYTHON ?= $(or $(call find_python,3.11),$(call find_python,3.13),python3)
+BOOK_NOTEBOOKS ?= $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+BOOK_EXECUTED := $(patsubst notebooks/%,$(BOOK_DIR)/executed/%,$(BOOK_NOTEBOOKS))
+BOOK_TEST_OUT ?= _output/book-test
+
+$(BOOK_STAMP): requirements-book.txt
+	@test -x $(BOOK_PY) || $(BOOK_PYTHON) -m venv $(BOOK_VENV)
+	$(BOOK_PY) -m pip install -q --disable-pip-version-check -r requirements-book.txt
+	@touch $@
+
+$(BOOK_DIR)/executed/%.ipynb: notebooks/%.ipynb $(STAMP) $(wildcard helpers/*.py helpers/*/*.py)
+	$(REFRESH_HELPERS)
+	@mkdir -p $(@D)
+	env -u MPLBACKEND $(TEST_ENV) $(VENV)/bin/jupyter nbconvert --to notebook --execute --log-level=WARN \
+	  --ExecutePreprocessor.timeout=$(NB_CELL_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 \
+	  --output-dir "$(@D)" $<
+
+book: $(BOOK_STAMP) $(BOOK_EXECUTED)
+	$(BOOK_PY) tools/book.py prepare --executed $(BOOK_DIR)/executed --out $(BOOK_DIR)/src $(BOOK_NOTEBOOKS)
+	rm -rf $(BOOK_DIR)/html $(BOOK_DIR)/doctrees
+	$(BOOK_PY) -m sphinx -b html -q -W --keep-going -c book -d $(BOOK_DIR)/doctrees $(BOOK_DIR)/src $(BOOK_DIR)/html
+	@echo "site written to $(BOOK_DIR)/html/ (open $(BOOK_DIR)/html/index.html; $$(du -sh $(BOOK_DIR)/html | cut -f1))"
+
+book-test: book
+	$(BOOK_PY) tools/book_check.py --site $(BOOK_DIR)/html --executed $(BOOK_DIR)/executed --out $(BOOK_TEST_OUT) \
+	  $(BOOK_NOTEBOOKS)
