@@ -1,4 +1,4 @@
-"""Kaggle's GPU T4 x2, simulated: which path every lesson 00-10 takes on two T4s (and on one T4, and 8 A100s).
+"""Kaggle's GPU T4 x2, simulated: which path every lesson takes on two T4s (and on one T4, and 8 A100s).
 
 TensorFlow cannot fake GPUs. So every choice that depends on the hardware is a small function: in helpers
 (replica devices, JAX devices, worker GPUs, memory settings, dtype policy) or in the scripts the lessons write
@@ -17,7 +17,7 @@ import pytest
 from helpers import bench, cluster, devices, meshes, precision, subproc
 
 ROOT = Path(__file__).resolve().parent.parent
-LESSONS = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if p.name[:2] <= "10")
+LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 T4, A100 = (7, 5), (8, 0)
 MACHINES = {  # name -> (GPU count, compute capability of each)
     "kaggle_t4x2": (2, [T4, T4]),
@@ -37,14 +37,14 @@ def _setup_call(nb: Path) -> tuple[str, "int | None"]:
 
 
 def test_every_lesson_is_covered():
-    assert [p.name[:2] for p in LESSONS] == [f"{i:02d}" for i in range(11)]
+    assert [p.name[:2] for p in LESSONS] == [f"{i:02d}" for i in range(len(LESSONS))] and len(LESSONS) >= 12
 
 
 @pytest.mark.parametrize("nb", LESSONS, ids=lambda p: p.name[:2])
 def test_which_devices_each_lesson_uses_on_t4x2(nb, fresh_jax_choice):
     backend, n = _setup_call(nb)
     fresh_jax_choice.setattr("helpers.gpus.visible_gpu_ids", lambda: ["0", "1"])
-    if backend == "jax":   # 08, 10: the device count decides the mesh, so both GPUs
+    if backend == "jax":   # 08, 10, 11: the device count decides the mesh, so both GPUs
         plan = meshes.choose_jax_platform(n)
         assert (plan.platform, plan.devices) == ("gpu", 2), plan
     else:                  # TensorFlow lessons: one replica per real GPU
@@ -175,3 +175,16 @@ def test_07_worker_env_refuses_a_bad_index():
     for bad in (-1, 2, True, "0"):
         with pytest.raises(ValueError, match="worker index"):
             job.worker_env(bad)
+
+
+# -- lesson 08: the mesh follows the device count ---------------------------------------------------------
+
+@pytest.mark.parametrize("n, mesh", [(2, (1, 2)), (4, (2, 2)), (8, (2, 4))])
+def test_08_mesh_follows_the_device_count(n, mesh):
+    """The lesson's own one-liner, taken from its cell: T4 x2 gives 1x2; 2x2 needs 4 devices."""
+    cells = json.loads((ROOT / "notebooks" / "08_keras3_distribution_api.ipynb").read_text())["cells"]
+    [line] = [ln for c in cells if c["cell_type"] == "code" for ln in "".join(c["source"]).splitlines()
+              if ln.startswith("DATA, MODEL = ")]
+    scope = {"N": n}
+    exec(line, scope)
+    assert (scope["DATA"], scope["MODEL"]) == mesh
