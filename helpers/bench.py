@@ -58,8 +58,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from . import config, devices
-from .devices import GPU_MEMORY_ENV, KIND_SPLIT_GPU, hardware_label
 from .checks import is_int, positive_int, positive_number
+from .devices import GPU_MEMORY_ENV, KIND_SPLIT_GPU, hardware_label
 from .subproc import child_env, run
 
 WAYS = ("one_device", "towers", "mirrored")

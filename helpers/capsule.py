@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .checks import positive_number
-from .subproc import child_env, final_exception, run as run_child
+from .subproc import child_env, final_exception
+from .subproc import run as run_child
 
 #: Set to a Python interpreter to use as the capsule (a missing path means "no capsule").
 CAPSULE_ENV = "MULTIGPU_CAPSULE_PYTHON"

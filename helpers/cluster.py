@@ -38,8 +38,20 @@ from typing import Iterable, Mapping, Optional, Sequence, Union
 from .checks import int_between, is_int, nonneg_int, positive_int
 from .gpus import visible_gpu_ids
 from .slurm import slurm_tf_config  # noqa: F401 - lesson 07 calls cluster.slurm_tf_config
-from .subproc import (NOISE_RE, check_command, child_env, error_summary, final_exception, kill_group,
-                      pid_alive, start, stop_group, strip_noise, track, untrack)  # noqa: F401 - pid_alive: lesson 07
+from .subproc import (
+    NOISE_RE,
+    check_command,
+    child_env,
+    error_summary,
+    final_exception,
+    kill_group,
+    pid_alive,  # noqa: F401 - pid_alive: lesson 07
+    start,
+    stop_group,
+    strip_noise,
+    track,
+    untrack,
+)
 
 HOST = "127.0.0.1"
 #: Job names MultiWorkerMirroredStrategy understands ("ps" is for ParameterServerStrategy).

@@ -19,6 +19,7 @@ from typing import Sequence
 
 from .checks import nonneg_number, positive_int
 
+
 @dataclass
 class CallCounter:
     """How many batches the slow map function prepared (thread-safe)."""

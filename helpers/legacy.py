@@ -23,7 +23,7 @@ all-reduce of the gradients per step, mirrored variables and plain ``fit``.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Sequence, Union
 
 from . import devices
 from .checks import is_int
@@ -134,7 +134,7 @@ def _make_wrapper_class():
             tower_outputs = []
             for i, device in enumerate(self.tower_devices):
                 with tf.device(device), tf.name_scope(f"replica_{i}"):
-                    sliced = tf.nest.map_structure(lambda x: self._slice(x, i, parts), inputs)
+                    sliced = tf.nest.map_structure(lambda x, i=i: self._slice(x, i, parts), inputs)
                     tower_outputs.append(self.template(sliced, training=training))
             with tf.device(self.merge_device), tf.name_scope("merge"):
                 return tf.nest.map_structure(lambda *ys: tf.concat(ys, axis=0), *tower_outputs)

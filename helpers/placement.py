@@ -231,7 +231,7 @@ def missing_device(device_type: str = "GPU") -> str:
     return f"/device:{device_type}:{len(tf.config.list_logical_devices(device_type))}"
 
 
-def ran_on(tensor: tf.Tensor) -> str:
+def ran_on(tensor: "tf.Tensor") -> str:  # noqa: F821 (TensorFlow is imported by the caller)
     """Short name of the device an eager tensor lives on, i.e. where the op that made it ran."""
     device: Optional[str] = getattr(tensor, "device", None)
     if not device:

@@ -37,8 +37,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from .checks import positive_int, positive_number
-from .subproc import (check_command, child_env, error_summary, kill_group, start, stop_group, strip_noise,
-                      track, untrack)
+from .subproc import check_command, child_env, error_summary, kill_group, start, stop_group, strip_noise, track, untrack
 
 EPOCH_LOG = "epochs.jsonl"
 RESULT = "result.json"

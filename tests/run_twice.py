@@ -27,7 +27,7 @@ def run_twice(path: Path, timeout: int = 600) -> float:
         client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                 resources={"metadata": {"path": cwd}})
         with client.setup_kernel():
-            for run in (1, 2):
+            for _run in (1, 2):
                 for index, cell in enumerate(nb.cells):
                     if cell.cell_type == "code":
                         client.execute_cell(cell, index)

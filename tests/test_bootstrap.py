@@ -7,7 +7,6 @@ they are missing, as on Colab and Kaggle. Then 00_start_here runs top to bottom.
 """
 
 import json
-import os
 import shutil
 import subprocess
 import sys

@@ -26,7 +26,7 @@ def test_weight_steps_records_one_update_per_step():
     before = clinic.flat(model.get_weights())
     steps = clinic.weight_steps()
     with pytest.raises(ValueError, match="no training step"):
-        steps.updates
+        _ = steps.updates
     x, y = np.ones((6, 2), "float32"), np.zeros((6, 1), "float32")
     model.fit(x, y, batch_size=2, epochs=1, verbose=0, shuffle=False, callbacks=[steps])
     assert steps.updates.shape == (3, 3)                       # 3 steps, 2 kernel weights + 1 bias

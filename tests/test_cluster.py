@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers import cluster, cluster_cli, slurm, subproc
-from helpers.cluster import (ClusterSpecError, ClusterTimeoutError, LocalCluster, PortBusyError,
-                             WorkerFailedError)
+from helpers.cluster import ClusterSpecError, ClusterTimeoutError, LocalCluster, PortBusyError, WorkerFailedError
 from helpers.subproc import pid_alive as alive
 
 

@@ -7,7 +7,6 @@ import pytest
 from helpers import devices
 from helpers.subproc import run_python
 
-
 # ---- in the pytest process (2 logical CPUs configured by conftest) -------------------------
 
 def test_same_n_returns_same_list(replicas):

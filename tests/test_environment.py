@@ -92,8 +92,9 @@ def test_helpers_dist_name_and_no_tf_dependency():
 
 
 def test_repo_url_written_once():
-    from helpers import course
     import subprocess
+
+    from helpers import course
     tracked = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
                              capture_output=True, text=True).stdout.split()
     hits = [p for p in map(ROOT.joinpath, tracked) if p.is_file() and p.suffix in {".py", ".toml", ".yml", ".md", ".txt"}

@@ -147,7 +147,7 @@ def test_an_empty_function_is_named():
         """Only a docstring so far."""
 
     def forgot_return(strategy):
-        strategy.num_replicas_in_sync
+        _ = strategy.num_replicas_in_sync
 
     for fn in (make_model, documented):
         ok, text = exercises.verdict("03.2", fn)

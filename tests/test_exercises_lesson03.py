@@ -26,7 +26,6 @@ def test_03_1_wrong_answers(answer, words):
 
 
 def _built_outside(strategy):
-    import keras
 
     from helpers.models import small_cnn
 

@@ -11,6 +11,7 @@ import pytest
 from helpers import exercises
 from helpers.exercises import lesson10
 
+
 def _answer(replicas, shard, accum):
     return {"replicas": replicas, "shard_weights": shard, "gradient_accumulation_steps": accum}
 

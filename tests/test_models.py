@@ -8,7 +8,7 @@ from helpers import models
 
 def test_small_cnn_trains_one_step():
     m = models.small_cnn((8, 8, 1), 10, batchnorm=True)
-    assert any(l.__class__.__name__ == "BatchNormalization" for l in m.layers)
+    assert any(layer.__class__.__name__ == "BatchNormalization" for layer in m.layers)
     m.compile("adam", "sparse_categorical_crossentropy")
     x = np.random.rand(16, 8, 8, 1).astype("float32")
     m.fit(x, np.arange(16) % 10, epochs=1, verbose=0)

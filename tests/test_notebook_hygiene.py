@@ -4,9 +4,8 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 import nbtemplate as template  # maintainer code: tests/nbtemplate.py
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -5,11 +5,8 @@ epoch log as lesson 05's ``backup_restore_train.py``; the lesson itself runs the
 real script end to end (real SIGKILL, a restart that BackupAndRestore resumes).
 """
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 

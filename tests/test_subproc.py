@@ -63,7 +63,9 @@ L = Launcher()
 print(L.proc.pid, flush=True)
 subproc.at_exit(lambda: Path({str(tmp_path / 'order')!r}).open("a").write("cleaned\\n"))
 """
-    import subprocess, sys, os
+    import os
+    import subprocess
+    import sys
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     pid = int(r.stdout.split()[0])

@@ -3,9 +3,8 @@
 import copy
 import json
 
-import pytest
-
 import nbtemplate as template  # maintainer code: tests/nbtemplate.py
+import pytest
 
 PATH = "notebooks/07_some_topic.ipynb"
 

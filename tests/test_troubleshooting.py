@@ -2,9 +2,8 @@
 
 from pathlib import Path
 
-import pytest
-
 import error_index as ts  # maintainer code: tests/error_index.py
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,8 +5,15 @@ from __future__ import annotations
 import os
 
 from ..devices import ensure_devices
-from ..gpus import (SAMPLE_MIXED_NVIDIA_SMI_CSV, SAMPLE_NVIDIA_SMI_CSV, parse_cuda_visible_devices,
-                    parse_nvidia_smi_csv, probe_cuda, resolve_visible, tensorflow_names)
+from ..gpus import (
+    SAMPLE_MIXED_NVIDIA_SMI_CSV,
+    SAMPLE_NVIDIA_SMI_CSV,
+    parse_cuda_visible_devices,
+    parse_nvidia_smi_csv,
+    probe_cuda,
+    resolve_visible,
+    tensorflow_names,
+)
 from ..placement import missing_device, ran_on, short_device
 from . import register
 

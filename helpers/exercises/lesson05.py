@@ -53,7 +53,6 @@ def _solve_lambda():
 
 
 def _check_checkpoint(answer):
-    import keras
 
     if answer.monitor == "val_acc":
         return False, ("since Keras 2.3 metrics=['accuracy'] logs 'val_accuracy'; 'val_acc' is never in the "

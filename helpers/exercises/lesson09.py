@@ -101,7 +101,7 @@ def _check_loss(answer):
     if not hasattr(probe, "dtype"):
         return False, f"replica_loss returned {describe(probe)}; it should return a TensorFlow scalar"
     grad, losses = _replica_gradient(answer, x, y, w)
-    shapes = {tuple(getattr(l, "shape", ())) for l in losses}
+    shapes = {tuple(getattr(loss, "shape", ())) for loss in losses}
     if shapes != {()}:
         return False, (f"each replica's loss has shape {sorted(shapes)}; return one number per replica (a "
                        "scalar) so that its gradient is the replica's share of the step")
