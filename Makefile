@@ -224,7 +224,11 @@ BOOK_TEST_OUT ?= _output/book-test
 
 $(BOOK_STAMP): requirements-book.txt
 	@test -x $(BOOK_PY) || $(BOOK_PYTHON) -m venv $(BOOK_VENV)
-	$(BOOK_PY) -m pip install -q --disable-pip-version-check -r requirements-book.txt
+	@# uv when there is one (on PATH, or the one `make install` put into $(VENV)); pip otherwise, as for $(VENV).
+	@uv=$$(command -v uv || { [ -x $(VENV)/bin/uv ] && echo $(VENV)/bin/uv; } || true); [ "$(INSTALLER)" = pip ] && uv=; \
+	if [ -n "$$uv" ]; then echo "installing requirements-book.txt with uv ($$uv)"; \
+	  UV_LINK_MODE=copy $$uv pip install -q --python $(BOOK_PY) -r requirements-book.txt; \
+	else $(BOOK_PY) -m pip install -q --disable-pip-version-check -r requirements-book.txt; fi
 	@touch $@
 
 $(BOOK_DIR)/executed/%.ipynb: notebooks/%.ipynb $(STAMP) $(wildcard helpers/*.py helpers/*/*.py)

@@ -5,6 +5,7 @@ The browser itself runs in `make book-test`; these tests run anywhere, in the co
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402
 import book_check  # noqa: E402
 
+import book  # noqa: E402
 from helpers import course  # noqa: E402
 
 URL, BRANCH = course.REPO_URL, course.BRANCH
@@ -163,8 +164,9 @@ def test_prepare_refuses_a_lesson_that_was_not_executed(tmp_path):
 
 def test_make_book_executes_each_lesson_once_in_the_course_environment(tmp_path):
     """Dry run: one nbconvert per lesson with .venv's Jupyter; Sphinx from .venv-book, execution off, warnings fail."""
-    result = subprocess.run(["make", "-n", "--no-print-directory", "book", f"BOOK_DIR={tmp_path}"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # not make test's STACK
+    result = subprocess.run(["make", "-n", "--no-print-directory", "book", "STACK=pinned", f"BOOK_DIR={tmp_path}"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.replace("\\\n", " ").splitlines()   # continuation lines joined
     runs = [ln for ln in lines if "nbconvert" in ln and "--execute" in ln]
