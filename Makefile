@@ -238,7 +238,7 @@ $(BOOK_DIR)/executed/%.ipynb: notebooks/%.ipynb $(STAMP) $(wildcard helpers/*.py
 	  --ExecutePreprocessor.timeout=$(NB_CELL_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 \
 	  --output-dir "$(@D)" $<
 
-book: $(BOOK_STAMP) $(BOOK_EXECUTED)
+book: $(STAMP) $(BOOK_STAMP) $(BOOK_EXECUTED)
 	$(BOOK_PY) tools/book.py prepare --executed $(BOOK_DIR)/executed --out $(BOOK_DIR)/src $(BOOK_NOTEBOOKS)
 	rm -rf $(BOOK_DIR)/html $(BOOK_DIR)/doctrees
 	$(BOOK_PY) -m sphinx -b html -q -W --keep-going -c book -d $(BOOK_DIR)/doctrees $(BOOK_DIR)/src $(BOOK_DIR)/html
