@@ -52,7 +52,7 @@ KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 # notebooks run as a learner's kernel does (tests/conftest.py sets them for unit tests only).
 TEST_ENV := PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
 
-.PHONY: help install lab test unit notebooks capsule gpu-check sync-notebooks clean bench rerun-check rerun-each html memcheck timings book book-test
+.PHONY: help install lab lint test unit notebooks capsule gpu-check sync-notebooks clean bench rerun-check rerun-each html memcheck timings book book-test
 
 help:
 	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
@@ -61,6 +61,7 @@ help:
 	@echo "                    (then lessons 08, 10 and 11 again with MULTIGPU_JAX_DEVICES=2)"
 	@echo "make install      - only create and fill the environment (.venv, or .venv-hosted with STACK=hosted)"
 	@echo "make unit         - unit tests only;  make notebooks - notebooks only"
+	@echo "make lint         - ruff (pyflakes, pycodestyle, isort, bugbear) over the code and the notebooks' cells"
 	@echo "make capsule      - build the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3) if Python 3.6 exists"
 	@echo "make bench        - the scaling benchmark from the command line: CSV + PNG under _output/bench/"
 	@echo "make html         - executed copies of the notebooks, with outputs and figures, in _build/html/"
@@ -98,6 +99,10 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 	@touch $@
 
 install: $(STAMP)
+
+# ruff's rules live in pyproject.toml ([tool.ruff]); ruff itself is pinned in requirements.txt.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
