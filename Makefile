@@ -46,7 +46,7 @@ PYTEST_ARGS ?=
 INSTALLER ?= auto
 NB_CELL_TIMEOUT ?= 600
 
-# The kernel name and display name every notebook records (tests/nbtemplate.py; a test keeps them equal).
+# The kernel name and display name every notebook records (tools/nbtemplate.py; a test keeps them equal).
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 # Test-time environment: reproducible hashing. No TensorFlow log variable and no matplotlib backend are set:
 # notebooks run as a learner's kernel does (tests/conftest.py sets them for unit tests only).
@@ -157,8 +157,8 @@ gpu-check:
 	  $(TEST_ENV) $(PY) tools/gpu_check.py run $$s --out $(GPU_CHECK_OUT) || rc=1; done; exit $$rc
 
 sync-notebooks: $(STAMP)
-	$(PY) tests/nbtemplate.py sync
-	$(PY) tests/nbtemplate.py check
+	$(PY) tools/nbtemplate.py sync
+	$(PY) tools/nbtemplate.py check
 
 clean:
 	rm -rf .venv .venv-hosted .venv-latest .venv-book $(CAPSULE) _build _output
@@ -171,7 +171,7 @@ bench: $(STAMP)
 # Run every notebook twice in one kernel from a temporary working directory (slow; not part of `make test`).
 rerun-check: $(STAMP)
 	$(REFRESH_HELPERS)
-	$(TEST_ENV) $(PY) tests/run_twice.py $(NOTEBOOKS)
+	$(TEST_ENV) $(PY) tools/run_twice.py $(NOTEBOOKS)
 
 # Every code cell executed twice in a row, then on to the next (a learner's Shift+Enter twice), each notebook in a
 # fresh kernel from a temporary cwd; cells that refuse a re-run on purpose are listed in tools/run_each_twice.py.
@@ -197,10 +197,10 @@ html: $(STAMP)
 MEMCHECK_ARGS ?=
 memcheck: $(STAMP)
 	$(REFRESH_HELPERS)
-	$(TEST_ENV) $(PY) tests/memcheck.py $(MEMCHECK_ARGS) $(NOTEBOOKS)
+	$(TEST_ENV) $(PY) tools/memcheck.py $(MEMCHECK_ARGS) $(NOTEBOOKS)
 
 # The workshop timing table (docs/workshop.md) from measured data (docs/timings.json): every notebook through
-# nbval on this machine, then tests/memcheck.py --one-core; records both and re-renders the table. Run it on a
+# nbval on this machine, then tools/memcheck.py --one-core; records both and re-renders the table. Run it on a
 # quiet 2-core machine from a fresh clone, then commit docs/timings.json and docs/workshop.md.
 TIMINGS_DIR ?= _output/timings
 TIMINGS_MACHINE ?=
@@ -209,10 +209,10 @@ timings: $(STAMP) capsule
 	rm -rf $(TIMINGS_DIR) && mkdir -p $(TIMINGS_DIR)
 	NB_TIMES_JSON=$(TIMINGS_DIR)/nb_times.json $(TEST_ENV) $(PY) -m pytest notebooks --nbval-lax \
 	  --nbval-current-env --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider
-	$(TEST_ENV) $(PY) tests/memcheck.py --one-core --json $(TIMINGS_DIR)/memcheck.json
-	$(PY) tests/timings.py record --tests $(TIMINGS_DIR)/nb_times.json --memcheck $(TIMINGS_DIR)/memcheck.json \
+	$(TEST_ENV) $(PY) tools/memcheck.py --one-core --json $(TIMINGS_DIR)/memcheck.json
+	$(PY) tools/timings.py record --tests $(TIMINGS_DIR)/nb_times.json --memcheck $(TIMINGS_DIR)/memcheck.json \
 	  $(if $(TIMINGS_MACHINE),--machine "$(TIMINGS_MACHINE)")
-	$(PY) tests/timings.py render
+	$(PY) tools/timings.py render
 
 # The course website (tools/book.py says how): each lesson executed once in $(VENV) (quick mode, as `make html`
 # does; a copy is re-executed only when its notebook or the helpers changed), then rendered by Sphinx + myst-nb +

@@ -8,7 +8,7 @@ notebook named), so slow lessons cannot creep in unnoticed. Full mode trains for
 has no budget.
 
 With ``NB_TIMES_JSON=path`` the per-notebook times are also written to that JSON file, with
-the mode and the stack's versions (``tests/timings.py record`` reads it for docs/timings.json).
+the mode and the stack's versions (``tools/timings.py record`` reads it for docs/timings.json).
 """
 
 import os
@@ -182,7 +182,7 @@ def pytest_sessionfinish(session, exitstatus):
         return
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("error_index", root / "tests" / "error_index.py")
+    spec = importlib.util.spec_from_file_location("error_index", root / "tools" / "error_index.py")
     troubleshooting = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(troubleshooting)
 

@@ -33,8 +33,8 @@ Modules, by concept:
     memory_report, trace_split   per-device bytes; a profile's time split     - lesson 10
     exercises.lesson11  the tiny Gemma of lesson 11 and its on-device layout checks - lesson 11
 
-Maintainer tools (the notebook template, the error-index check, memcheck, timings) live in
-tests/, not here.
+Maintainer tools (the notebook template, the error-index check, memcheck, timings, the book) live in
+tools/, not here.
 
 The import rule (tests/test_import_rule.py checks it): the setup chain - ``import helpers``,
 config, versions, quiet, course, errors, checks, subproc, devices, gpus, meshes, precision, models,

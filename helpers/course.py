@@ -1,7 +1,7 @@
 """Where the course lives: the repository URL is written here and nowhere else.
 
 Why: badges and the Colab bootstrap cell must point at the real repository.
-Notebooks carry rendered copies (see ``tests/nbtemplate.py``); a hygiene test
+Notebooks carry rendered copies (see ``tools/nbtemplate.py``); a hygiene test
 checks that every copy matches what this module renders, so a move of the
 repository is one edit here plus ``make sync-notebooks``.
 """

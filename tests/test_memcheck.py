@@ -1,4 +1,4 @@
-"""tests/memcheck.py: process-tree memory sampling, the table, the limits, and a tiny end-to-end run.
+"""tools/memcheck.py: process-tree memory sampling, the table, the limits, and a tiny end-to-end run.
 
 Cheap on purpose: small python child trees and two-cell notebooks, no TensorFlow.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "tests" / "memcheck.py"
+SCRIPT = ROOT / "tools" / "memcheck.py"
 _spec = importlib.util.spec_from_file_location("memcheck", SCRIPT)
 memcheck = importlib.util.module_from_spec(_spec)
 sys.modules["memcheck"] = memcheck                # dataclasses look their module up there

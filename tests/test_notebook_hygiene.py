@@ -4,7 +4,7 @@ import json
 import re
 from pathlib import Path
 
-import nbtemplate as template  # maintainer code: tests/nbtemplate.py
+import nbtemplate as template  # maintainer code: tools/nbtemplate.py
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent

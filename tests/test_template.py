@@ -1,9 +1,9 @@
-"""tests/nbtemplate.py: the skeleton passes its own checks; each rule catches its violation."""
+"""tools/nbtemplate.py: the skeleton passes its own checks; each rule catches its violation."""
 
 import copy
 import json
 
-import nbtemplate as template  # maintainer code: tests/nbtemplate.py
+import nbtemplate as template  # maintainer code: tools/nbtemplate.py
 import pytest
 
 PATH = "notebooks/07_some_topic.ipynb"

@@ -22,7 +22,7 @@ def _load(name, path):
     return module
 
 
-timings = _load("timings", ROOT / "tests" / "timings.py")
+timings = _load("timings", ROOT / "tools" / "timings.py")
 root_conftest = _load("root_conftest", ROOT / "conftest.py")
 NOTEBOOKS = timings.notebook_names()
 
@@ -32,7 +32,7 @@ NOTEBOOKS = timings.notebook_names()
 def test_workshop_table_is_the_rendering_of_the_data():
     guide = (ROOT / "docs" / "workshop.md").read_text()
     assert timings.table_block(guide) == timings.render(timings.load(), NOTEBOOKS), \
-        "docs/workshop.md's timing table is stale: run `python tests/timings.py render`"
+        "docs/workshop.md's timing table is stale: run `python tools/timings.py render`"
 
 
 def test_timing_data_covers_every_notebook():
@@ -51,7 +51,7 @@ def _data(names, peak=700.0):
         return dict(date="2026-01-02", machine="test box", python="3.11.7", packages=dict(STACK), **kw)
     return {"lessons": {n: {"title": f"Title {n[:2]}", "dominates": f"work {n[:2]}"} for n in names},
             "two_core": run(command="make notebooks", notebooks={n: {"seconds": 20.4} for n in names}),
-            "one_core": run(command="tests/memcheck.py --one-core",
+            "one_core": run(command="tools/memcheck.py --one-core",
                              notebooks={n: {"seconds": 30.6, "peak_mib": peak, "peak_procs": 2} for n in names})}
 
 

@@ -1,8 +1,8 @@
-"""tests/error_index.py: parsing the error index and matching messages in outputs."""
+"""tools/error_index.py: parsing the error index and matching messages in outputs."""
 
 from pathlib import Path
 
-import error_index as ts  # maintainer code: tests/error_index.py
+import error_index as ts  # maintainer code: tools/error_index.py
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,9 +5,9 @@ code renders their common cells and one test compares each notebook with it.
 
 CLI::
 
-    python tests/nbtemplate.py new notebooks/09_my_topic.ipynb "My topic"
-    python tests/nbtemplate.py sync      # re-render badges + bootstrap in every notebook
-    python tests/nbtemplate.py check     # list template problems (exit 1 if any)
+    python tools/nbtemplate.py new notebooks/09_my_topic.ipynb "My topic"
+    python tools/nbtemplate.py sync      # re-render badges + bootstrap in every notebook
+    python tools/nbtemplate.py check     # list template problems (exit 1 if any)
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def problems(nb: dict, path: str) -> list[str]:
     if nb.get("metadata", {}).get("kernelspec", {}).get("name") != "python3":
         out.append("kernelspec name must be 'python3'")
     elif nb.get("metadata", {}).get("kernelspec") != KERNELSPEC:
-        out.append(f"kernelspec must be {KERNELSPEC} (what `make lab` installs; run: python tests/nbtemplate.py sync)")
+        out.append(f"kernelspec must be {KERNELSPEC} (what `make lab` installs; run: python tools/nbtemplate.py sync)")
     for i, c in enumerate(cells):
         if c.get("cell_type") == "code" and (c.get("outputs") or c.get("execution_count")):
             out.append(f"cell {i} has stored outputs/execution count (strip them)")
@@ -113,13 +113,13 @@ def problems(nb: dict, path: str) -> list[str]:
         out.append("first cell must start with one '# Title'")
     if badge_block(path) not in head:
         out.append("badges (Colab, Kaggle, Binder + the Kaggle GPU line) missing or not pointing at this notebook's "
-                   "own path (run: python tests/nbtemplate.py sync)")
+                   "own path (run: python tools/nbtemplate.py sync)")
     if "**What you will learn.**" not in head:
         out.append("first cell needs the '**What you will learn.**' paragraph")
     if not _src(cells[1]).startswith("## Setup"):
         out.append("second cell must be the '## Setup' heading")
     if _src(cells[2]) != BOOTSTRAP_SOURCE:
-        out.append("third cell must be the template's bootstrap cell (run: python tests/nbtemplate.py sync)")
+        out.append("third cell must be the template's bootstrap cell (run: python tools/nbtemplate.py sync)")
     if not (_src(cells[3]).startswith(SETUP_PREFIX) and "helpers.setup_notebook(" in _src(cells[3])):
         out.append("fourth cell must start with the template's setup (import helpers; helpers.setup_notebook)")
     headings = [ln for c in cells if c.get("cell_type") == "markdown" for ln in _src(c).splitlines()

@@ -1,6 +1,6 @@
 """Execute notebooks twice in one kernel ("Run All", then "Run All" again) from a temp directory.
 
-Usage: python tests/run_twice.py [notebooks/NN_x.ipynb ...]   (default: every notebook)
+Usage: python tools/run_twice.py [notebooks/NN_x.ipynb ...]   (default: every notebook)
 
 Why: learners re-run notebooks; a lesson that only works once (device set-up,
 files left behind, a global counter) is broken even if CI's single pass is green.

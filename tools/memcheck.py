@@ -1,6 +1,6 @@
 """Run notebooks the way a learner does and measure the memory of the whole kernel process tree.
 
-Usage: python tests/memcheck.py [notebooks/NN_x.ipynb ...] [--one-core] [--limit-mib 2048] [--json PATH]
+Usage: python tools/memcheck.py [notebooks/NN_x.ipynb ...] [--one-core] [--limit-mib 2048] [--json PATH]
 (default: every notebook in notebooks/; ``make memcheck`` runs it with the test environment)
 
 Each notebook runs top to bottom in a fresh ``python3`` kernel whose working directory is a temporary
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(results, args.limit_mib, args.target_mib))
     if args.json:
         data = environment()
-        data.update({"tool": "tests/memcheck.py", "command": " ".join(["tests/memcheck.py", *(argv or sys.argv[1:])]),
+        data.update({"tool": "tools/memcheck.py", "command": " ".join(["tools/memcheck.py", *(argv or sys.argv[1:])]),
                      "one_core": args.one_core, "limit_mib": args.limit_mib, "interval_s": args.interval,
                      "notebooks": {r.notebook: {k: v for k, v in asdict(r).items() if k != "notebook"}
                                    for r in results}})
