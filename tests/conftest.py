@@ -34,10 +34,17 @@ def pytest_sessionstart(session):
 
 @pytest.fixture
 def fresh_jax_choice(monkeypatch):
-    """A process in which JAX has not started and nothing was chosen yet."""
+    """A process in which JAX has not started and nothing was chosen yet; the environment is restored after.
+
+    ``choose_jax_platform`` writes ``os.environ`` itself (JAX_PLATFORMS, XLA_FLAGS...): without the restore, a
+    test's choice would leak into the notebooks nbval starts later from this process.
+    """
+    saved = dict(os.environ)
     monkeypatch.delitem(sys.modules, "jax", raising=False)
     monkeypatch.setattr("helpers.meshes._PLANS", [])
     for key in ("JAX_PLATFORMS", "XLA_FLAGS", "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_FORCE_GPU_ALLOW_GROWTH",
                 "MULTIGPU_JAX_DEVICES"):
         monkeypatch.delenv(key, raising=False)
-    return monkeypatch
+    yield monkeypatch
+    os.environ.clear()
+    os.environ.update(saved)

@@ -32,6 +32,9 @@ REQUIRED = {
            "tf.GradientTape()", "tf.nn.compute_average_loss(", "tf.train.CheckpointManager("],
     "08": ["set_distribution(None)", "DataParallel(", "ModelParallel(", "DeviceMesh(",
            "LayoutMap(", "layout_map[", ".sharding", "addressable_shards"],
+    "11": ["keras_hub.models.GemmaBackbone(", "keras_hub.models.GemmaCausalLM(", "enable_lora(", "get_layout_map(",
+           "kd.ModelParallel(", "kd.DeviceMesh(", "save_lora_weights(", "load_lora_weights(", ".fit(",
+           "set_distribution(None)"],
 }
 
 
