@@ -84,7 +84,11 @@ def _facts_here(kind: str, fn, n: int) -> list[dict]:
                     raise TypeError("setup(mesh) must return (layout_map, causal_lm)")
                 layout_map, lm = got
         except Exception as exc:  # the learner's layout fails to build: that is the verdict
-            facts["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            # JAX 0.7's wording names the mesh twice before "rank at least": keep that part in the short message
+            rank = re.search(r"is only valid for values of rank at least \d+.*", first)
+            facts["error"] = f"{type(exc).__name__}: {first[:300]}" + (f" ... {rank.group(0)[:120]}" if rank and
+                                                                          rank.start() >= 300 else "")
             out.append(facts)
             continue
         facts["keys"] = list(layout_map)
@@ -158,7 +162,8 @@ def _judge(all_facts: list[dict], n: int) -> "tuple[bool, str]":
             if re.search(r"(size is|equal to) 1\b", f["error"]):
                 why = " (a dimension of size 1, the single K/V head, cannot be split over 'model': keep it whole)"
             elif "rank at least" in f["error"]:
-                why = " (a 3-axis rule reached a 2-axis LoRA weight: a key catches lora_kernel_*)"
+                why = (" (a 3-axis rule was applied to a 2-axis weight: the key(s) reach LoRA weights, lora_kernel_*; "
+                       "end kernel keys so that 'lora_kernel_a' cannot match)")
             return False, f"building with LoRA {where} fails{why}: {f['error']}"
         weights, wrong = f["weights"], []
         caught = _lora_caught(f["keys"])
