@@ -1,19 +1,8 @@
 """Picking GPUs: read ``nvidia-smi``, check ``CUDA_VISIBLE_DEVICES``, ask CUDA what a process sees.
 
-Why: the 2017 seed post says "run nvidia-smi, then ``os.environ["CUDA_VISIBLE_DEVICES"] = "3,5"``".
-Three things go wrong with that in practice, and lesson 02 shows each one:
-
-* the value is a comma-separated list that CUDA parses very leniently (a typo
-  silently hides GPUs) - :func:`parse_cuda_visible_devices` is strict instead;
-* the visible GPUs are *renumbered*: physical GPU 3 becomes TensorFlow's
-  ``/GPU:0`` - :func:`tensorflow_names` / :func:`resolve_visible` spell it out;
-* CUDA's default numbering (``CUDA_DEVICE_ORDER=FASTEST_FIRST``) need not match
-  ``nvidia-smi``'s (PCI bus order) - :func:`probe_cuda` asks the CUDA driver
-  itself, in a fresh process with its own environment, in a few milliseconds
-  and without TensorFlow.
-
-Where ``nvidia-smi`` is missing (laptops, CI, Binder), :data:`SAMPLE_NVIDIA_SMI_CSV`
-is a clearly labelled SAMPLE output to practise reading it.
+Why: lesson 02 shows what goes wrong with ``os.environ["CUDA_VISIBLE_DEVICES"] = "3,5"``: CUDA parses
+the value leniently (a typo silently hides GPUs), renumbers the visible GPUs from 0, and its default
+order need not match ``nvidia-smi``'s.  The SAMPLE outputs stand in where there is no ``nvidia-smi``.
 """
 
 from __future__ import annotations
@@ -23,11 +12,13 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
 from . import subproc
+from .checks import nonneg_int, positive_number
 
 #: The query lesson 02 uses (``nvidia-smi`` + these arguments).
 NVIDIA_SMI_QUERY = ["--query-gpu=index,uuid,pci.bus_id,name,memory.used,memory.total", "--format=csv"]
@@ -69,7 +60,6 @@ class GpuInfo:
     name: Optional[str] = None
     memory_used_mib: Optional[int] = None
     memory_total_mib: Optional[int] = None
-    extra: dict = field(default_factory=dict, compare=False)
 
     @property
     def memory_free_mib(self) -> Optional[int]:
@@ -97,15 +87,9 @@ def _mib(value: str, column: str, lineno: int) -> Optional[int]:
 
 
 def parse_nvidia_smi_csv(text: str) -> list[GpuInfo]:
-    """Parse ``nvidia-smi --query-gpu=... --format=csv`` output into :class:`GpuInfo` rows.
+    """Parse ``nvidia-smi --query-gpu=index,... --format=csv[,nounits]`` output into :class:`GpuInfo` rows.
 
-    Accepts the header line with units (``memory.used [MiB]``) and values with or
-    without units (``--format=csv,nounits``). The ``index`` column is required.
-
-    Raises:
-        ValueError: not a string, no header, no ``index`` column, a row with the
-            wrong number of fields, a non-integer index or memory value, or a
-            repeated index - each message names the line.
+    Unknown columns are ignored.  ``ValueError`` naming the line for anything that is not such output.
     """
     if not isinstance(text, str):
         raise ValueError(f"expected the CSV text printed by nvidia-smi, got {type(text).__name__}")
@@ -129,12 +113,11 @@ def parse_nvidia_smi_csv(text: str) -> list[GpuInfo]:
             raise ValueError(f"line {lineno}: expected {len(columns)} comma-separated fields "
                              f"({', '.join(columns)}), got {len(values)}: {line.strip()[:80]!r}")
         kwargs: dict = {}
-        extra: dict = {}
         for column, value in zip(columns, values):
             key = _FIELDS.get(column)
             if key is None:
-                extra[column] = value
-            elif key == "index":
+                continue
+            if key == "index":
                 if not value.isdigit():
                     raise ValueError(f"line {lineno}: index should be a whole number, got {value!r}")
                 kwargs[key] = int(value)
@@ -145,18 +128,16 @@ def parse_nvidia_smi_csv(text: str) -> list[GpuInfo]:
         if kwargs["index"] in seen:
             raise ValueError(f"line {lineno}: GPU index {kwargs['index']} appears twice")
         seen.add(kwargs["index"])
-        rows.append(GpuInfo(extra=extra, **kwargs))
+        rows.append(GpuInfo(**kwargs))
     return rows
 
 
 def read_nvidia_smi(timeout: float = 20.0) -> tuple[Optional[str], str]:
     """Run ``nvidia-smi`` with :data:`NVIDIA_SMI_QUERY`; return ``(csv_text or None, explanation)``.
 
-    Never raises for a missing or failing ``nvidia-smi``: the explanation says why
-    there is no text (so a lesson can fall back to the SAMPLE output).
+    Never raises for a missing or failing ``nvidia-smi``: the explanation says why there is no text.
     """
-    if timeout <= 0:
-        raise ValueError(f"timeout must be positive, got {timeout}")
+    positive_number("timeout", timeout, unit="seconds")
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None, "nvidia-smi is not installed on this machine (no NVIDIA driver): no GPU to list"
@@ -172,15 +153,11 @@ def read_nvidia_smi(timeout: float = 20.0) -> tuple[Optional[str], str]:
 
 
 def visible_gpu_ids(value: Optional[str] = None, gpus: Optional[Sequence[GpuInfo]] = None) -> list[str]:
-    """The GPU ids a child process may be given, without starting TensorFlow or CUDA.
+    """The GPU ids a child process may be given (lessons 07, 08), without starting TensorFlow or CUDA.
 
-    ``value`` is a ``CUDA_VISIBLE_DEVICES`` value (default: this process's); ``gpus`` the machine's
-    GPUs (default: read with ``nvidia-smi``, ``[]`` without it). Unset: every GPU, as ``"0"``,
-    ``"1"``, ... Set: its entries, checked by :func:`parse_cuda_visible_devices` and cut, as CUDA
-    does, at the first entry the machine cannot provide (:func:`resolve_visible`). Without
-    ``nvidia-smi`` the entries cannot be checked against hardware and are returned as written.
-    This is the course's one reading of GPU ids: the launcher (lesson 07) and JAX's device choice
-    (lesson 08) use it.
+    ``value``: a ``CUDA_VISIBLE_DEVICES`` value (default: this process's); ``gpus``: the machine's GPUs
+    (default: from ``nvidia-smi``). Unset: every GPU; set: its entries, cut where CUDA would stop
+    (:func:`resolve_visible`), or as written where there is no ``nvidia-smi`` to check them against.
     """
     value = os.environ.get("CUDA_VISIBLE_DEVICES") if value is None else value
     if gpus is None:
@@ -212,19 +189,11 @@ Entry = Union[int, str]
 
 
 def parse_cuda_visible_devices(value: Optional[str]) -> Optional[list[Entry]]:
-    """Check a ``CUDA_VISIBLE_DEVICES`` value and split it into GPU indices and UUIDs.
+    """A ``CUDA_VISIBLE_DEVICES`` value as GPU indices (ints) and UUIDs or their prefixes (strings).
 
-    Returns None for an unset variable (all GPUs visible), ``[]`` for ``""`` or
-    ``"-1"`` (no GPU visible), else the entries in order: ints for indices,
-    strings for UUIDs or UUID prefixes (``GPU-8932f937``, ``MIG-...``).
-
-    This is deliberately stricter than CUDA, which silently ignores everything
-    from the first entry it cannot use (so a typo quietly hides GPUs):
-
-    Raises:
-        ValueError: not a string; spaces; an empty entry (``"3,,5"``); an entry
-            that is neither an index nor a UUID (``"gpu3"``); a negative index
-            other than a lone ``"-1"``; a repeated GPU.
+    None when unset (every GPU), ``[]`` for ``""`` or ``"-1"``.  Stricter than CUDA, which silently drops
+    everything from the first entry it cannot use: ``ValueError`` for spaces, empty, unknown, negative
+    or repeated entries.
     """
     if value is None:
         return None
@@ -259,12 +228,9 @@ def parse_cuda_visible_devices(value: Optional[str]) -> Optional[list[Entry]]:
 
 
 def tensorflow_names(value: Optional[str]) -> dict[Entry, str]:
-    """Map each entry of ``CUDA_VISIBLE_DEVICES`` to the name TensorFlow gives that GPU.
+    """``"3,5"`` -> ``{3: "/GPU:0", 5: "/GPU:1"}``: the visible GPUs renumbered from 0 in the order listed.
 
-    ``"3,5"`` -> ``{3: "/GPU:0", 5: "/GPU:1"}``: visible GPUs are renumbered from
-    0 in the order listed. ``""``/``"-1"`` -> ``{}``. Unset (None) -> ValueError,
-    because then the names depend on how many GPUs the machine has
-    (use :func:`resolve_visible`).
+    Unset (None) -> ``ValueError``: the names then depend on the machine (use :func:`resolve_visible`).
     """
     entries = parse_cuda_visible_devices(value)
     if entries is None:
@@ -290,26 +256,13 @@ class Visibility:
 def resolve_visible(value: Optional[str], gpus: Union[int, Sequence[GpuInfo]]) -> Visibility:
     """Apply CUDA's rules for ``CUDA_VISIBLE_DEVICES`` to a machine's GPUs.
 
-    Args:
-        value: the variable's value (None = unset); checked by :func:`parse_cuda_visible_devices`.
-        gpus: the number of GPUs, or their :class:`GpuInfo` rows (needed to match
-            UUIDs). Indices refer to this list's order: nvidia-smi's order when
-            ``CUDA_DEVICE_ORDER=PCI_BUS_ID``.
-
-    CUDA enumerates the listed GPUs from 0 and stops at the first entry it cannot
-    use (an index past the end, an unknown or ambiguous UUID): that entry and
-    every later one end up in ``dropped``.
+    ``gpus``: a GPU count, or :class:`GpuInfo` rows (to match UUIDs) in CUDA's order.  CUDA numbers the
+    listed GPUs from 0 and stops at the first entry it cannot use: that one and the rest are ``dropped``.
     """
-    if isinstance(gpus, bool) or not isinstance(gpus, (int, list, tuple)):
-        raise ValueError(f"gpus must be a GPU count or a list of GpuInfo, got {gpus!r}")
-    if isinstance(gpus, int):
-        if gpus < 0:
-            raise ValueError(f"GPU count must be >= 0, got {gpus}")
-        uuids: list[Optional[str]] = [None] * gpus
+    if isinstance(gpus, (list, tuple)) and all(isinstance(g, GpuInfo) for g in gpus):
+        uuids: list[Optional[str]] = [g.uuid for g in gpus]
     else:
-        if not all(isinstance(g, GpuInfo) for g in gpus):
-            raise ValueError("gpus must hold GpuInfo rows (see parse_nvidia_smi_csv)")
-        uuids = [g.uuid for g in gpus]
+        uuids = [None] * nonneg_int("gpus (a GPU count, or GpuInfo rows)", gpus)
     entries = parse_cuda_visible_devices(value)
     if entries is None:
         return Visibility(value, tuple(range(len(uuids))), ())
@@ -328,8 +281,7 @@ def resolve_visible(value: Optional[str], gpus: Union[int, Sequence[GpuInfo]]) -
 
 # --------------------------------------------------------------------------- asking CUDA itself
 
-#: The script :func:`probe_cuda` runs in a fresh process: it loads the CUDA driver with ctypes
-#: (no TensorFlow, ~50 ms), calls cuInit and lists the devices it sees.
+#: The script :func:`probe_cuda` runs: the CUDA driver via ctypes (no TensorFlow, ~50 ms).
 CUDA_PROBE_SCRIPT = Path(__file__).resolve().parent / "scripts" / "cuda_probe.py"
 
 
@@ -362,19 +314,15 @@ class CudaView:
 
 
 def probe_cuda(env: Optional[Mapping[str, str]] = None, timeout: float = 60) -> CudaView:
-    """Ask the CUDA driver, in a fresh process with ``env``, which GPUs it sees.
+    """Ask the CUDA driver, in a fresh process with exactly the CUDA variables in ``env``, which GPUs it sees.
 
-    Uses :func:`helpers.subproc.run_python`, which removes this process's
-    ``CUDA_VISIBLE_DEVICES``/``CUDA_DEVICE_ORDER`` unless ``env`` sets them, so each
-    probe sees exactly the variables you pass. On a machine without an NVIDIA
-    driver every probe reports 0 GPUs and says why.
+    Without an NVIDIA driver every probe reports 0 GPUs and says why.
     """
-
     env = dict(env or {})
-    for key, val in env.items():
-        if not isinstance(key, str) or not isinstance(val, str):
-            raise ValueError(f"env must map strings to strings, got {key!r}: {val!r}")
-    result = subproc.run_python(CUDA_PROBE_SCRIPT.read_text(), env=env, timeout=timeout, echo=False)
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ValueError(f"env must map strings to strings, got {env!r}")
+    result = subproc.run([sys.executable, str(CUDA_PROBE_SCRIPT)], subproc.child_env(env, fresh_devices=True),
+                         timeout=timeout, die_with_parent=False)   # no fork warning in a JAX kernel
     line = next((ln for ln in result.stdout.splitlines() if ln.startswith("CUDA_PROBE ")), None)
     if line is None:
         raise RuntimeError(f"the CUDA probe printed no result (exit {result.returncode}): "
@@ -384,16 +332,10 @@ def probe_cuda(env: Optional[Mapping[str, str]] = None, timeout: float = 60) -> 
 
 
 def compare_numbering(smi_rows: Sequence[GpuInfo], fastest_first: CudaView, pci_bus_id: CudaView) -> list[dict]:
-    """Line up nvidia-smi's GPU numbers with CUDA's under both orders, matching GPUs by PCI bus id.
+    """One row per nvidia-smi GPU: its index, bus id and name, and CUDA's index for it under each order.
 
-    One row per nvidia-smi GPU: its index, bus id and name, then the index CUDA
-    gives it with ``CUDA_DEVICE_ORDER=FASTEST_FIRST`` (the default) and with
-    ``PCI_BUS_ID`` (None if CUDA did not report it).
+    GPUs are matched by PCI bus id; None where CUDA did not report one.
     """
-    if not all(isinstance(r, GpuInfo) for r in smi_rows):
-        raise ValueError("smi_rows must be GpuInfo rows from parse_nvidia_smi_csv")
-    if not isinstance(fastest_first, CudaView) or not isinstance(pci_bus_id, CudaView):
-        raise ValueError("fastest_first and pci_bus_id must be CudaView results of probe_cuda")
 
     def index_by_bus(view: CudaView) -> dict[str, int]:
         return {normalize_bus_id(d["pci_bus_id"]): d["ordinal"] for d in view.devices if d.get("pci_bus_id")}
