@@ -141,6 +141,14 @@ def notebook_scripts(notebook=LESSON_NOTEBOOK) -> dict:
     return files
 
 
+def write_scripts(folder, notebook=LESSON_NOTEBOOK) -> Path:
+    """Write :func:`notebook_scripts` into ``folder``; return the path of :data:`SCRIPT_NAME` there."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    for name, text in notebook_scripts(notebook).items():
+        (Path(folder) / name).write_text(text)
+    return Path(folder) / SCRIPT_NAME
+
+
 def check_result(result: dict) -> dict:
     """``result`` if it has :data:`RESULT_KEYS`, a known way and positive samples/s, else ``ValueError``."""
     missing = [k for k in RESULT_KEYS if k not in result] if isinstance(result, dict) else list(RESULT_KEYS)
@@ -402,10 +410,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"warm-up, {cfg.batch_per_replica} samples per replica")
     start, results = time.perf_counter(), []
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        for name, text in notebook_scripts().items():
-            (Path(tmp) / name).write_text(text)
+        script = write_scripts(tmp)
         for n in sorted(cfg.replicas):  # one fresh process at a time: nothing competes for the cores
-            results += run_script(Path(tmp) / SCRIPT_NAME, n, cfg)
+            results += run_script(script, n, cfg)
     report = make_report(results, cfg, time.perf_counter() - start)
     print(report.summary())
     paths = write_outputs(report, args.out)

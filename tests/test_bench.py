@@ -256,9 +256,7 @@ def test_run_script_reports_failures_and_timeouts(tmp_path):
 
 def _notebook_script(tmp_path):
     """The benchmark script exactly as lesson 06's %%writefile cells write it (what `make bench` runs)."""
-    for name, text in bench.notebook_scripts().items():
-        (tmp_path / name).write_text(text)
-    return tmp_path / bench.SCRIPT_NAME
+    return bench.write_scripts(tmp_path / "script")
 
 
 def test_the_notebooks_script_runs_here_and_in_a_fresh_process(tmp_path, replicas, capsys):
