@@ -1,35 +1,18 @@
 """The time capsule: run the blog's 2017 code on the 2017 stack, or show a recorded run.
 
-Why: the two errors of the blog post only exist on the old stack (Python 3.6,
-TensorFlow 1.3.0, Keras 2.1.3). ``make capsule`` builds that stack once into
-``.capsule/`` at the repository root. Lessons 04 and 05 run small 2017-style
-scripts (``helpers/capsule_scripts/``) in it and show the original tracebacks
-*verbatim*. Where there is no capsule (Colab, Binder, a laptop without Python 3.6)
-they show a transcript recorded from a real capsule run
-(``helpers/transcripts/*.txt``), and say so: every display starts with exactly
-``time capsule: live`` or ``time capsule: recorded transcript``.
-
-The capsule's TensorFlow 1.3.0 wheel is CPU-only, so the scripts fake
-``multi_gpu_model``'s device check (``training_utils._get_available_devices``);
-Keras 2's session uses ``allow_soft_placement=True``, so the ``/gpu:N`` ops run
-on the CPU and the graph is the one a 2-GPU machine would build.
-
-Use::
-
-    run = helpers.capsule.show("bn_multi_gpu")        # prints, asserts the error line
-    python -m helpers.capsule record                    # re-record every transcript (needs the capsule)
-    python -m helpers.capsule show checkpoint_multi_gpu
-    python -m helpers.capsule pickle-wording
+Why: the blog's two errors only exist on Python 3.6 + TensorFlow 1.3.0 + Keras 2.1.3.  ``make capsule``
+builds that stack into ``.capsule/``; lessons 04 and 05 run ``helpers/capsule_scripts/`` in it, or replay
+``helpers/transcripts/`` where there is none, and say which (``time capsule: live`` or ``time capsule:
+recorded transcript``).  ``python -m helpers.capsule record`` re-records the transcripts.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import glob
+import itertools
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -70,15 +53,6 @@ SCRIPTS: dict[str, Script] = {s.name: s for s in (
            "the blog's ParallelModelCheckpoint saves the template model instead"),
 )}
 
-#: What each interpreter says for ``copy.deepcopy`` of a config holding a module
-#: (recorded with pyenv's 2.7.18, 3.6.15, 3.8.18 and 3.11.7; used when an interpreter is missing).
-PICKLE_WORDING = {
-    "2.7": "TypeError: can't pickle NotImplementedType objects",
-    "3.6": "TypeError: can't pickle module objects",
-    "3.8": "TypeError: cannot pickle 'module' object",
-}
-
-
 @dataclass
 class CapsuleRun:
     """The output of one capsule script, live or recorded."""
@@ -114,14 +88,9 @@ class CapsuleRun:
         block = block[: err.start()] if err else block
         found = [(_short(p), ln, fn) for p, ln, fn in
                  re.findall(r'^  File "([^"]+)", line (\d+), in (\S+)', block, re.M)]
-        groups: list[list[tuple]] = []
-        for frame in found:
-            if groups and groups[-1][0][0] == frame[0]:
-                groups[-1].append(frame)
-            else:
-                groups.append([frame])
         out = []
-        for g in groups:
+        for _, group in itertools.groupby(found, key=lambda f: f[0]):
+            g = list(group)
             if len(g) >= 3:
                 out.append(f"{g[0][0]}: {len(g)} frames ({g[0][2]} -> ... -> {g[-1][2]})")
             else:
@@ -136,10 +105,8 @@ class CapsuleRun:
                if ln and not ln.startswith((" ", "Traceback")) and ln not in self.error_lines(99)
                and not ln.startswith("capsule versions:")]
         frames = self.frames()
-        lines = own
-        if frames:
-            lines = lines + ["traceback (most recent call last, shortened):"] + ["  " + f for f in frames]
-        return lines + self.error_lines()
+        head = ["traceback (most recent call last, shortened):"] if frames else []
+        return own + head + ["  " + f for f in frames] + self.error_lines()
 
 
 def _short(path: str) -> str:
@@ -152,8 +119,7 @@ def _short(path: str) -> str:
 def sanitize(text: str) -> str:
     """Shorten machine-specific paths so live and recorded output look the same."""
     text = text.replace(str(SCRIPTS_DIR) + "/", "capsule_scripts/")
-    text = re.sub(r'(?:/[^\s"/]+)+/lib/(python\d\.\d+)/', r".../\1/", text)
-    return text
+    return re.sub(r'(?:/[^\s"/]+)+/lib/(python\d\.\d+)/', r".../\1/", text)
 
 
 def _check_name(name: str) -> Script:
@@ -162,44 +128,31 @@ def _check_name(name: str) -> Script:
     return SCRIPTS[name]
 
 
-def repo_root() -> Path:
-    """The folder that holds the ``helpers`` package (the repository root in a checkout)."""
-    return HERE.parent
-
-
 def find_capsule() -> Optional[Path]:
     """The capsule's Python, or None where there is none.
 
-    ``$MULTIGPU_CAPSULE_PYTHON`` (if set and non-empty) is used as is: a path that
-    does not exist means "no capsule" (tests use this to force the transcript).
-    Otherwise ``.capsule/bin/python`` next to the ``helpers`` package, once
-    ``make capsule`` finished (it writes ``.capsule/.installed``).
+    ``$MULTIGPU_CAPSULE_PYTHON`` if set (a missing path means no capsule: tests force the transcript so),
+    else ``.capsule/bin/python`` next to ``helpers`` once ``make capsule`` finished (``.capsule/.installed``).
     """
     override = os.environ.get(CAPSULE_ENV, "").strip()
     if override:
         path = Path(override).expanduser()
         return path if path.is_file() and os.access(path, os.X_OK) else None
-    root = repo_root() / ".capsule"
+    root = HERE.parent / ".capsule"
     python = root / "bin" / "python"
-    if python.exists() and (root / ".installed").exists():
-        return python
-    return None
+    return python if python.exists() and (root / ".installed").exists() else None
 
 
 def _parse_versions(output: str) -> dict:
     m = re.search(r"^capsule versions: (.+)$", output, re.M)
-    if not m:
-        return {}
-    pairs = (part.strip().split(" ", 1) for part in m.group(1).split("|"))
-    return {k: v for k, v in pairs}
+    return dict(part.strip().split(" ", 1) for part in m.group(1).split("|")) if m else {}
 
 
 def run_live(name: str, python: Optional[os.PathLike] = None, timeout: float = 180) -> CapsuleRun:
     """Run capsule script ``name`` in the capsule interpreter (``FileNotFoundError`` if none).
 
-    The child gets a temporary working directory and ``HOME`` (Keras 2 writes
-    ``~/.keras/keras.json``; your own Keras 3 config stays untouched) and no
-    ``PYTHONPATH``/``KERAS_BACKEND`` from this process.
+    The child gets a temporary working directory and ``HOME`` (Keras 2 writes ``~/.keras/keras.json``)
+    and none of this process's Python, Keras, TensorFlow or CUDA settings.
     """
     _check_name(name)
     positive_number("timeout", timeout, unit="seconds")
@@ -262,15 +215,14 @@ def load_transcript(name: str, directory: Optional[os.PathLike] = None) -> Capsu
 
 def run(name: str, timeout: float = 180) -> CapsuleRun:
     """Live if a capsule exists, otherwise the recorded transcript."""
-    _check_name(name)
     return run_live(name, timeout=timeout) if find_capsule() else load_transcript(name)
 
 
-def show(name: str, expect: Optional[str] = None, full: bool = False) -> CapsuleRun:
-    """Run (or replay) ``name``, print where it came from, the versions and the key lines.
+def show(name: str, expect: Optional[str] = None) -> CapsuleRun:
+    """Run (or replay) ``name`` and print where it came from, the versions and the key lines.
 
-    Raises ``AssertionError`` when the output lacks ``expect`` (default: the
-    script's expected line), so a lesson fails the day the error stops happening.
+    ``AssertionError`` when the output lacks ``expect`` (default: the script's expected line), so a
+    lesson fails the day the error stops happening.
     """
     script = _check_name(name)
     result = run(name)
@@ -280,7 +232,7 @@ def show(name: str, expect: Optional[str] = None, full: bool = False) -> Capsule
               f"{result.recorded_on or 'an earlier date'}; `make capsule` builds one where Python 3.6 exists)")
     print("  " + " | ".join(f"{k} {v}" for k, v in result.versions.items()))
     print(f"  $ {result.command}   (exit code {result.returncode})")
-    for line in (result.output.splitlines() if full else result.key_lines()):
+    for line in result.key_lines():
         print("  " + line)
     wanted = expect if expect is not None else script.expected
     if wanted not in result.output:
@@ -289,84 +241,23 @@ def show(name: str, expect: Optional[str] = None, full: bool = False) -> Capsule
     return result
 
 
-def script_source(name: str, body_only: bool = True) -> str:
-    """The source of capsule script ``name``; ``body_only`` drops the docstring and the import block."""
+def script_source(name: str) -> str:
+    """The source of capsule script ``name`` without its docstring and imports."""
     _check_name(name)
-    text = (SCRIPTS_DIR / f"{name}.py").read_text()
-    if not body_only:
-        return text
-    lines = text.splitlines()
+    lines = (SCRIPTS_DIR / f"{name}.py").read_text().splitlines()
     start = max(i for i, ln in enumerate(lines) if ln.startswith(("import ", "from "))) + 1
     return "\n".join(lines[start:]).strip() + "\n"
 
 
-def find_interpreter(version: str) -> Optional[Path]:
-    """A Python ``version`` ('3.6') under pyenv's versions folder or on PATH (pyenv shims skipped), or None."""
-    if not re.fullmatch(r"\d\.\d+", version):
-        raise ValueError(f"version must look like '3.6', got {version!r}")
-    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
-    hits = sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", "python")))
-    if hits:
-        return Path(hits[-1])
-    found = shutil.which(f"python{version}")
-    if found and "/shims/" not in found:
-        return Path(found)
-    return None
-
-
-_DEEPCOPY_MODULE = (
-    "import copy, os, sys\n"
-    "try:\n"
-    "    copy.deepcopy({'function': ('code', None, (2, os))})\n"
-    "    print('no error')\n"
-    "except TypeError as e:\n"
-    "    print('TypeError: %s' % e)\n")
-
-
-def pickle_wording(versions: Sequence[str] = ("2.7", "3.6", "3.8")) -> list[dict]:
-    """What ``copy.deepcopy`` of a config holding a module says, per Python version.
-
-    Runs a 5-line pure-Python snippet in each interpreter that exists here
-    (``source="live"``), else uses the recorded :data:`PICKLE_WORDING`
-    (``source="recorded"``). The current interpreter is always added last.
-    """
-    rows = []
-    for v in versions:
-        python = find_interpreter(v)
-        message, source = PICKLE_WORDING.get(v, "?"), "recorded"
-        if python is not None:
-            try:
-                proc = run_child([str(python), "-c", _DEEPCOPY_MODULE], os.environ, timeout=30)
-                if proc.returncode == 0 and proc.stdout.strip():
-                    message, source = proc.stdout.strip(), "live"
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        rows.append({"python": v, "message": message, "source": source})
-    proc = run_child([sys.executable, "-c", _DEEPCOPY_MODULE], os.environ, timeout=30)
-    rows.append({"python": f"{sys.version_info.major}.{sys.version_info.minor} (this kernel)",
-                 "message": proc.stdout.strip(), "source": "live"})
-    return rows
-
-
 def main(argv: Sequence[str]) -> int:
-    """CLI: ``record [names]``, ``show name``, ``pickle-wording``."""
-    if argv[:1] == ["record"]:
-        if find_capsule() is None:
-            print("no time capsule here: run `make capsule` first", file=sys.stderr)
-            return 1
-        for name in list(argv[1:]) or sorted(SCRIPTS):
-            print(f"recorded {record(run_live(name))}")
-        return 0
-    if argv[:1] == ["show"] and len(argv) == 2:
-        show(argv[1], full=True)
-        return 0
-    if argv[:1] == ["pickle-wording"]:
-        for row in pickle_wording():
-            print(f"Python {row['python']:<18} {row['message']}   ({row['source']})")
-        return 0
-    print("usage: python -m helpers.capsule record [name ...] | show NAME | pickle-wording\n"
-          f"scripts: {', '.join(sorted(SCRIPTS))}", file=sys.stderr)
-    return 2
+    """``python -m helpers.capsule record [name ...]``: re-record the transcripts from live runs."""
+    if argv[:1] != ["record"] or find_capsule() is None:
+        print("usage: python -m helpers.capsule record [name ...] (needs the capsule: `make capsule`); "
+              f"scripts: {', '.join(sorted(SCRIPTS))}", file=sys.stderr)
+        return 2
+    for name in argv[1:] or sorted(SCRIPTS):
+        print(f"recorded {record(run_live(name))}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,19 +1,24 @@
-"""Which library versions are running, and whether they are inside the range the course supports.
+"""Which versions are running, whether they are in the supported range, and what old Pythons say.
 
-Why: learners open the course on their own stack - Colab's and Kaggle's runtime
-(Python 3.13, TF 2.20, Keras 3.13, JAX 0.7) as often as the pinned one (Python
-3.11, TF 2.21, Keras 3.15, JAX 0.10). Behaviour and error wording differ inside
-that range, so lessons ask :func:`at_least` where they do, and the Setup cell
-prints one line with the stack and a note when a version lies outside the range.
-Importing this module imports no TensorFlow, Keras or JAX.
+Why: learners run the course on Colab's and Kaggle's stack as often as on the pinned one, and behaviour
+and error wording differ inside that range: lessons ask :func:`at_least`, the Setup cell prints
+:func:`stack_line`, and lesson 05 asks old interpreters for their wording (:func:`pickle_wording`).
 """
 
 from __future__ import annotations
 
+import glob
 import importlib.metadata as md
+import os
 import platform
 import re
-from typing import Optional
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .subproc import run
 
 #: The supported range, tested at both ends (requirements.txt and requirements-hosted.txt).
 #: Each entry: distribution -> (lowest major.minor, highest major.minor), both included.
@@ -25,21 +30,22 @@ SUPPORTED: dict[str, tuple[str, str]] = {
 }
 #: Distributions shown in the stack line (only those installed).
 SHOWN = ("tensorflow", "keras", "jax", "numpy")
+#: What ``copy.deepcopy`` of a config holding a module says, per Python (recorded with pyenv's 2.7.18,
+#: 3.6.15 and 3.8.18; used where that interpreter is missing).
+PICKLE_WORDING = {
+    "2.7": "TypeError: can't pickle NotImplementedType objects",
+    "3.6": "TypeError: can't pickle module objects",
+    "3.8": "TypeError: cannot pickle 'module' object",
+}
+DEEPCOPY_SCRIPT = Path(__file__).resolve().parent / "scripts" / "deepcopy_module.py"
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
     """``"3.15.1"`` -> ``(3, 15, 1)``; pre-release or local tails are ignored (``"2.21.0rc1"`` -> ``(2, 21, 0)``)."""
-    if not isinstance(version, str) or not re.match(r"^\d+", version.strip()):
+    m = re.match(r"\d+(\.\d+)*", version.strip()) if isinstance(version, str) else None
+    if not m:
         raise ValueError(f"not a version string: {version!r}")
-    parts = []
-    for piece in version.strip().split("."):
-        m = re.match(r"^(\d+)", piece)
-        if not m:
-            break
-        parts.append(int(m.group(1)))
-        if m.group(1) != piece:
-            break
-    return tuple(parts)
+    return tuple(int(p) for p in m.group(0).split("."))
 
 
 def installed(dist: str) -> Optional[str]:
@@ -95,3 +101,36 @@ def stack_line(found: Optional[dict[str, str]] = None) -> str:
     return (line + "\nnote: outside the range this course is tested on: " + "; ".join(bad) + ". The lessons "
             "should still run, but some messages and behaviour may differ; a check that fails says what it "
             "expected. Supported: " + ", ".join(f"{d} {lo}-{hi}" for d, (lo, hi) in SUPPORTED.items()) + ".")
+
+
+def find_interpreter(version: str) -> Optional[Path]:
+    """A Python ``version`` ('3.6') under pyenv's versions folder or on PATH (pyenv shims skipped), or None."""
+    if not re.fullmatch(r"\d\.\d+", version):
+        raise ValueError(f"version must look like '3.6', got {version!r}")
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    hits = sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", "python")))
+    found = hits[-1] if hits else shutil.which(f"python{version}")
+    return Path(found) if found and "/shims/" not in found else None
+
+
+def pickle_wording(pythons: Sequence[str] = ("2.7", "3.6", "3.8")) -> list[dict]:
+    """What ``copy.deepcopy`` of a config holding a module says, per Python version, then in this kernel.
+
+    Each interpreter found here runs :data:`DEEPCOPY_SCRIPT` (``source="live"``); a missing one gives the
+    recorded :data:`PICKLE_WORDING` (``source="recorded"``).
+    """
+    rows = []
+    for v in pythons:
+        python, message, source = find_interpreter(v), PICKLE_WORDING.get(v, "?"), "recorded"
+        if python is not None:
+            try:
+                proc = run([str(python), str(DEEPCOPY_SCRIPT)], os.environ, timeout=30)
+                if proc.returncode == 0 and proc.stdout.strip():
+                    message, source = proc.stdout.strip(), "live"
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        rows.append({"python": v, "message": message, "source": source})
+    proc = run([sys.executable, str(DEEPCOPY_SCRIPT)], os.environ, timeout=30)
+    rows.append({"python": f"{sys.version_info.major}.{sys.version_info.minor} (this kernel)",
+                 "message": proc.stdout.strip(), "source": "live"})
+    return rows

@@ -1,5 +1,7 @@
 """helpers.versions: version parsing, the supported range, the one-line stack report."""
 
+import sys
+
 import pytest
 
 from helpers import versions
@@ -51,3 +53,14 @@ def test_importing_versions_imports_no_framework():
     r = run_python("import sys, helpers.versions as v; v.stack_line(); "
                    "print(sorted(m for m in ('tensorflow', 'keras', 'jax') if m in sys.modules))", echo=False)
     assert r.ok and r.stdout.strip() == "[]", r.stderr[-1000:]
+
+
+def test_pickle_wording_live_or_recorded():
+    rows = versions.pickle_wording(("3.6", "3.8"))
+    assert [r["python"] for r in rows[:2]] == ["3.6", "3.8"]
+    assert rows[0]["message"] == "TypeError: can't pickle module objects"
+    assert rows[1]["message"] == "TypeError: cannot pickle 'module' object"
+    assert rows[-1] == {"python": f"{sys.version_info.major}.{sys.version_info.minor} (this kernel)",
+                        "message": "TypeError: cannot pickle 'module' object", "source": "live"}
+    with pytest.raises(ValueError, match="version"):
+        versions.find_interpreter("three")
