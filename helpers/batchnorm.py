@@ -1,22 +1,9 @@
-"""BatchNormalization and data parallelism: the 2017 variable clash and today's replica drift.
+"""BatchNormalization and data parallelism (lesson 04): the 2017 variable clash and today's replica drift.
 
-Why (lesson 04): in January 2018, ``multi_gpu_model`` on any model with
-BatchNormalization crashed with ``Variable batch_normalization_1/moving_mean/biased
-already exists, disallowed``. Keras 2.1.3 had switched its moving averages to
-TensorFlow's zero-debiased version, whose TF 1.3 code created a shadow variable
-named ``biased`` with ``get_variable`` - and a second call of the same BN layer
-(the template model called again for each tower) asked for the same name.
-TensorFlow 1.4 made the names unique (``biased_1``, ``biased_2``, ...).
-
-TF 2.21 no longer contains the TF 1.3 code, so :func:`zero_debias_tf13` re-states
-its variable creation (the 4 lines that matter) for a ``tf.compat.v1`` graph; the
-TF >= 1.4 behaviour is shown with TensorFlow's real ``assign_moving_average``.
-
-Today's problem is different: under ``MirroredStrategy`` each replica keeps its
-own copy of the moving statistics, updated from its own slice of the batch, and
-only replica 0's copy is saved. :class:`ReplicaBN` feeds chosen data to each
-replica and reads every copy; :func:`drift_experiment` and :func:`plot_drift`
-show when ``BatchNormalization(synchronized=True)`` matters.
+Why: TF 1.3's zero-debiased moving average created a shadow variable ``biased`` without a unique name, so the
+second tower of ``multi_gpu_model`` crashed with ``.../moving_mean/biased already exists``; TF 2.21 lacks that code,
+so :func:`zero_debias_tf13` re-states it. Today, under ``MirroredStrategy``, each replica keeps its own moving
+statistics and only replica 0's are saved: :class:`ReplicaBN` and :func:`drift_experiment` measure the drift.
 """
 
 from __future__ import annotations
@@ -44,13 +31,7 @@ def _require_graph_mode(tf) -> None:
 
 
 def make_moving_mean(layer_name: str = "batch_normalization_1", size: int = 4):
-    """A Keras-2-style BN ``moving_mean`` variable and a batch-mean tensor, in the current graph.
-
-    Keras 2 created ``<layer>/moving_mean`` under the layer's name scope; TF 1.3
-    used reference variables (``use_resource=False``), which is why its error
-    message ends with ``Originally defined at:`` and a traceback.
-    Returns ``(moving_mean, batch_mean)``.
-    """
+    """``(moving_mean, batch_mean)``: a Keras-2-style BN variable (a TF 1.3 reference variable) in the current graph."""
     tf = _tf()
     _require_graph_mode(tf)
     if not layer_name or "/" in layer_name:
@@ -65,15 +46,10 @@ def make_moving_mean(layer_name: str = "batch_normalization_1", size: int = 4):
 
 
 def zero_debias_tf13(unbiased_var, value, decay: float):
-    """Re-statement of the variable creation in TF 1.3's ``moving_averages._zero_debias``.
+    """TF 1.3's ``_zero_debias`` variable creation: ``(biased, local_step)``, names not made unique.
 
-    Like TF 1.3, it opens a *variable* scope named after the variable and calls
-    ``get_variable("biased")`` and ``get_variable("local_step")`` - without making the
-    names unique. Called a second time for the same variable it therefore raises
-    ``ValueError: Variable .../moving_mean/biased already exists, disallowed``.
-    (``tf.name_scope("replica_0")`` around the call does not help: a name scope is
-    not a variable scope.) TF 1.4 added ``_maybe_get_unique``; TF 2.21 still has it.
-    Returns ``(biased, local_step)``.
+    A second call for the same variable raises ``Variable .../moving_mean/biased already exists, disallowed``
+    (a ``tf.name_scope`` around it does not help: a name scope is not a variable scope).
     """
     tf = _tf()
     _require_graph_mode(tf)
@@ -89,10 +65,7 @@ def zero_debias_tf13(unbiased_var, value, decay: float):
 
 
 def assign_moving_average_tf14(variable, value, decay: float):
-    """TensorFlow's real ``assign_moving_average(..., zero_debias=True)`` (TF >= 1.4 naming).
-
-    Each call adds uniquely named shadow variables: ``biased``, ``biased_1``, ...
-    """
+    """TensorFlow's real ``assign_moving_average(..., zero_debias=True)``: unique names ``biased``, ``biased_1``..."""
     tf = _tf()
     _require_graph_mode(tf)
     from tensorflow.python.training import moving_averages
@@ -109,12 +82,8 @@ def shadow_variables(graph) -> list[str]:
 
 
 class ReplicaBN:
-    """One ``BatchNormalization`` layer under a strategy, fed chosen data per replica.
-
-    ``step([a, b])`` runs one training-mode call in which replica 0 sees ``a`` and
-    replica 1 sees ``b``; :meth:`per_replica` reads every replica's copy of the
-    moving statistics, :meth:`saved` what ``save_weights`` writes.
-    """
+    """One ``BatchNormalization`` layer under a strategy: ``step([a, b])`` feeds replica 0 ``a`` and replica 1 ``b``;
+    :meth:`per_replica` reads every replica's moving statistics, :meth:`saved` what ``save_weights`` writes."""
 
     def __init__(self, strategy, synchronized: bool, momentum: float = 0.99, features: int = 1):
         if not 0.0 <= momentum < 1.0:
@@ -177,11 +146,7 @@ def replica_values(variable, strategy) -> np.ndarray:
 
 
 def replica_gaps(model, strategy) -> dict[str, float]:
-    """For each BatchNormalization layer of ``model``: the largest max - min of ``moving_mean`` across replicas.
-
-    0.0 means every replica holds the same statistics (always the case with
-    ``synchronized=True``); anything else is drift, and only replica 0's copy is saved.
-    """
+    """Per BatchNormalization layer of ``model``: the largest max - min of ``moving_mean`` across replicas (0.0: none)."""
     import keras
 
     if not isinstance(model, keras.Model):
@@ -201,14 +166,10 @@ def replica_gaps(model, strategy) -> dict[str, float]:
 
 def drift_experiment(strategy, batch_sizes: Sequence[int] = (2, 4, 8, 16, 32, 64, 128), steps: int = 60,
                      momentum: float = 0.9, warmup: int = 20, seed: int = 0) -> list[dict]:
-    """Train-mode BN on N(0, 1) data for each per-replica batch size, with and without sync.
+    """Train-mode BN on N(0, 1) data, per replica batch size ``b``, with and without sync.
 
-    For every ``synchronized`` in (False, True) and batch size ``b``: reset the
-    statistics, run ``steps`` steps in which every replica gets its own ``b``
-    fresh samples, and average over the steps after ``warmup``: the gap between
-    the replicas' moving means (``mean_gap``, max - min) and the moving variance
-    that ``save()`` would keep (``saved_var``, replica 0; the true variance is 1).
-    Returns one dict per (synchronized, b), plus the last step's ``replica_means``.
+    One row per (synchronized, b), averaged over the steps after ``warmup``: ``mean_gap`` (max - min of the
+    replicas' moving means), ``saved_var`` (replica 0's moving variance; the truth is 1), ``replica_means``.
     """
     if not batch_sizes or any(not is_int(b) or b < 2 for b in batch_sizes):
         raise ValueError(f"batch_sizes must be ints >= 2, got {batch_sizes!r}")

@@ -1,17 +1,8 @@
-"""Plumbing for lesson 08 (``keras.distribution``): which devices JAX gets, and the TensorFlow-backend check.
+"""Plumbing for lesson 08 (``keras.distribution``, written in its cells): which devices JAX gets, and a report.
 
-Why: the lesson writes every ``keras.distribution`` call in its cells.  What is
-left here is what is not the lesson's subject:
-
-* before JAX starts, decide between the real accelerators (when there are
-  enough for the mesh) and the host CPU split into N XLA devices;
-* in a *separate* TensorFlow-backend process (the backend is fixed at import),
-  record what ``keras.distribution`` really did to a model's weights next to
-  ``tf.distribute.MirroredStrategy`` (nothing, in Keras 3.15; Keras 3.13-3.14
-  fail when the distribution is constructed).
-
-The module is not called ``distribution`` so that it never shadows, in a
-learner's head or namespace, the ``keras.distribution`` the lesson teaches.
+Why: before JAX starts, something must choose between the GPUs and the host CPU split into N XLA devices; and a
+separate TensorFlow-backend process records what ``keras.distribution`` really does to a model's weights there.
+Not called ``distribution``, so it never shadows the ``keras.distribution`` the lesson teaches.
 """
 
 from __future__ import annotations
@@ -24,15 +15,9 @@ from typing import Optional
 import numpy as np
 
 from . import gpus
+from .checks import nonneg_int, positive_int
 from .config import jax_devices_requested
 from .models import small_mlp
-
-
-def _check_n(n: object) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int (number of devices), got {n!r}")
-    return n
-
 
 #: CPU devices the JAX lessons use when fewer than 2 GPUs are visible and MULTIGPU_JAX_DEVICES is unset:
 #: 4 gives the 2x2 mesh (data x model); MULTIGPU_JAX_DEVICES=2 rehearses Kaggle's T4 x2.
@@ -47,24 +32,16 @@ class JaxPlan:
     devices: int
     reason: str
 
-    @property
-    def env(self) -> dict[str, str]:
-        """The environment JAX must see before it starts (see :func:`jax_env`)."""
-        return jax_env(self)
-
 
 def jax_device_plan(n_gpus: int, requested: Optional[int] = None) -> JaxPlan:
     """Pure: the devices a JAX lesson uses, from the visible GPU count and ``MULTIGPU_JAX_DEVICES``.
 
-    Two or more GPUs (Kaggle's T4 x2, a server): the GPUs, all of them or the first ``requested``.
-    Fewer (a laptop, Colab's single T4: one chip is not split for JAX): the host CPU split into
-    ``requested`` XLA devices, :data:`DEFAULT_CPU_DEVICES` when unset.  ``ValueError`` for a bad
-    count, or for ``requested`` above the GPUs there are (unset it, or set ``JAX_PLATFORMS=cpu``).
+    2+ GPUs: the GPUs (all, or the first ``requested``). Fewer (one chip is not split for JAX): the host CPU
+    split into ``requested`` XLA devices, :data:`DEFAULT_CPU_DEVICES` when unset.
     """
-    if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 0:
-        raise ValueError(f"n_gpus must be an int >= 0, got {n_gpus!r}")
+    nonneg_int("n_gpus", n_gpus)
     if requested is not None:
-        _check_n(requested)
+        positive_int("requested", requested, why="number of devices")
     if n_gpus >= 2:
         if requested is not None and requested > n_gpus:
             raise ValueError(f"MULTIGPU_JAX_DEVICES={requested} but only {n_gpus} GPUs are visible; unset it "
@@ -77,12 +54,10 @@ def jax_device_plan(n_gpus: int, requested: Optional[int] = None) -> JaxPlan:
 
 
 def jax_env(plan: JaxPlan) -> dict[str, str]:
-    """Pure: the variables a plan sets before JAX starts (existing values win, see :func:`choose_jax_platform`).
+    """Pure: the variables a plan sets before JAX starts (existing values win).
 
-    CPU: ``JAX_PLATFORMS=cpu`` and ``XLA_FLAGS=--xla_force_host_platform_device_count=N``.  GPUs:
-    JAX would pre-allocate 75% of each GPU at start (jax #19267) and a TensorFlow child would take the
-    rest, so ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (allocate on demand) and
-    ``TF_FORCE_GPU_ALLOW_GROWTH=true`` for TensorFlow processes started beside the JAX kernel.
+    CPU: N forced host devices. GPUs: allocate on demand, so JAX (which would take 75% of each GPU, jax #19267)
+    and TensorFlow processes started beside it share the GPUs.
     """
     if plan.platform == "cpu":
         return {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count={plan.devices}"}
@@ -97,9 +72,8 @@ _PLANS: list[JaxPlan] = []  # the plan this process chose before JAX started (it
 def choose_jax_platform(requested: Optional[int] = None) -> JaxPlan:
     """Before JAX starts: decide the JAX devices (:func:`jax_device_plan`) and set :func:`jax_env`.
 
-    ``requested`` defaults to ``MULTIGPU_JAX_DEVICES`` (:func:`helpers.config.jax_devices_requested`).
-    A ``JAX_PLATFORMS`` the learner set wins (``cpu``: CPU devices; anything else: the GPUs).  Once
-    ``jax`` is imported the choice is fixed: the plan then describes the devices JAX has.
+    ``requested`` defaults to ``MULTIGPU_JAX_DEVICES``; a ``JAX_PLATFORMS`` the learner set wins. Once ``jax``
+    is imported the choice is fixed: the plan then describes the devices JAX has.
     """
     if requested is None:
         requested = jax_devices_requested()
@@ -131,17 +105,11 @@ def choose_jax_platform(requested: Optional[int] = None) -> JaxPlan:
 
 
 def tf_backend_report() -> dict:
-    """On the TensorFlow backend: what ``keras.distribution`` does to a model, next to ``tf.distribute``.
+    """On the TensorFlow backend: what ``keras.distribution`` does to a model, next to ``MirroredStrategy``.
 
-    Sets ``DataParallel`` and then ``ModelParallel`` over every device Keras lists,
-    builds and fits a tiny :func:`helpers.models.small_mlp` under each, and records
-    what Keras *believes* (the layout it reports for the first kernel) and what
-    TensorFlow *did* (variable class and devices, ``tf.distribute.has_strategy()``).
-    For comparison, the same model under ``tf.distribute.MirroredStrategy``.
-    Where constructing the distribution fails (Keras 3.13-3.14: ``AttributeError``,
-    the TensorFlow backend has no ``num_processes``), the entry is
-    ``{"error": "AttributeError: ..."}``.  Resets the global distribution afterwards.  Returns plain data (JSON-able).
-    Needs >= 2 devices (e.g. :func:`helpers.devices.ensure_devices` first).
+    Fits a tiny :func:`helpers.models.small_mlp` under ``DataParallel`` and ``ModelParallel``, and records what
+    Keras reports (the kernel's layout) and what TensorFlow did (variable class, devices). A distribution that
+    fails to construct (Keras 3.13-3.14) gives ``{"error": "Type: message"}``. Returns JSON-able data.
     """
     import keras
     import tensorflow as tf
@@ -167,7 +135,6 @@ def tf_backend_report() -> dict:
                 "per_device_shape": list(parts[0].shape)}
 
     def attempt(build):
-        """``build()``'s record, or ``{"error": "Type: message"}``: Keras 3.13-3.14 fail at construction."""
         try:
             return build()
         except (AttributeError, NotImplementedError) as exc:

@@ -1,8 +1,6 @@
 """The Setup section every notebook shares: versions, mode, devices, seeds, scratch space.
 
-Why: the second setup cell of each notebook is two lines
-(``import helpers``; ``REPLICAS = helpers.setup_notebook(devices=2)``) instead of
-the same 20 lines copied into nine notebooks.
+Why: each notebook's setup is ``REPLICAS = helpers.setup_notebook(devices=2)``, not 20 lines copied into each.
 """
 
 from __future__ import annotations
@@ -15,14 +13,15 @@ from pathlib import Path
 from typing import Optional
 
 from . import config
+from .checks import nonneg_int
+from .config import SCRATCH_ENV
 from .devices import check_device_count, ensure_devices, gpu_names, replica_kind, replicas_note, show_devices
 from .meshes import choose_jax_platform
 from .quiet import install_native_filter
 from .subproc import at_exit
-from .versions import stack_line, versions  # noqa: F401  (versions: kept for lessons that print it)
+from .versions import stack_line, versions  # noqa: F401  (lesson 00 calls helpers.notebook.versions)
 
 BACKENDS = ("tensorflow", "jax")
-SCRATCH_ENV = "MULTIGPU_SCRATCH"
 
 
 def where_am_i() -> str:
@@ -47,8 +46,7 @@ NO_GPU_ADVICE = {
 
 def no_gpu_advice(where: str, n_gpus: int) -> str:
     """The one line for a Colab/Kaggle session without a GPU ('' elsewhere or when a GPU is there)."""
-    if n_gpus < 0:
-        raise ValueError(f"n_gpus must be >= 0, got {n_gpus}")
+    nonneg_int("n_gpus", n_gpus)
     return NO_GPU_ADVICE.get(where, "") if n_gpus == 0 else ""
 
 
@@ -88,12 +86,10 @@ def jax_devices(n: int) -> list[str]:
 
 
 def setup_notebook(devices: Optional[int] = None, backend: str = "tensorflow", seed: int = 42) -> list[str]:
-    """Prepare a lesson: backend, replica devices, seeds; print versions and devices.
+    """Prepare a lesson: backend, replica devices, seeds; print versions and devices; return the device names.
 
-    ``devices``: TensorFlow replicas (default 2, see :func:`helpers.devices.ensure_devices`).  On JAX the
-    default is what the machine has (:func:`helpers.meshes.choose_jax_platform`: 2+ GPUs, else
-    ``MULTIGPU_JAX_DEVICES`` CPU devices, default 4).  Returns the replica device names.
-    Safe to call again in the same kernel with the same arguments (Run All twice).
+    ``devices``: TensorFlow replicas (default 2); on JAX the default is what
+    :func:`helpers.meshes.choose_jax_platform` chooses. Safe to call again with the same arguments (Run All twice).
     """
     config.validate_environment()  # a typo in MULTIGPU_* fails here, before seconds of importing TensorFlow
     if "ipykernel" in sys.modules:  # in a notebook: keep TensorFlow's harmless C++ lines out of the cells
@@ -141,13 +137,9 @@ def _remove_scratch() -> None:
 
 
 def scratch_dir(name: str) -> Path:
-    """A fresh, empty folder for a lesson's files, outside the repository.
+    """A fresh, empty folder ``lesson07-<pid>`` under ``$MULTIGPU_SCRATCH`` or the temp dir, outside the repository.
 
-    Lives under ``$MULTIGPU_SCRATCH`` or the system temp dir, in a folder named
-    after the lesson *and this process* (``lesson07-12345``), so two kernels -
-    two learners on one server, or CI next to a developer - never share files.
-    Emptied on each call so "Run All" twice starts clean; removed when the
-    process exits.
+    Per process, so two kernels never share files; emptied on each call (Run All twice starts clean); removed at exit.
     """
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"name must be letters, digits, '-' or '_', got {name!r}")

@@ -1,14 +1,8 @@
-"""Device placement made visible: split a Keras 3 model over devices, and prove where it lives and runs.
+"""Device placement made visible (lesson 01): split a Keras 3 model over devices, and prove where it lives and runs.
 
-Why: "put half the model on each GPU" (device or model parallelism) is one
-``tf.device`` away in TensorFlow, but Keras 3 builds weights lazily, so a layer
-*created* under ``tf.device`` lands on the default device, and a functional
-model does not remember the scopes it was built under when it runs. Lesson 01
-uses :class:`SplitModel` (each part built *and* run on its device) and the
-inspection helpers below to show the difference with evidence, not claims.
-
-It imports Keras, so it is imported after the Setup cells (which fix the backend, TensorFlow);
-``SplitModel`` is a plain ``keras.Model`` subclass (``SplitModel??`` shows its source).
+Why: Keras 3 builds weights lazily, so a layer *created* under ``tf.device`` lands on the default device, and a
+functional model forgets its scopes when it runs; :class:`SplitModel` builds *and* runs each part on its device.
+Imported after the Setup cells (it imports Keras), so ``SplitModel`` is a plain class (``SplitModel??`` works).
 """
 
 from __future__ import annotations
@@ -42,21 +36,10 @@ def same_device(a: str, b: str) -> bool:
 
 
 class SplitModel(keras.Model):
-    """A model made of consecutive ``parts``; part ``i`` is built and run on ``devices[i]``.
+    """A model made of consecutive *unbuilt* ``parts``; part ``i`` is built and run on ``devices[i]``.
 
-    Device (model) parallelism in its simplest form: the weights of each part live
-    on its device, and its ops run there; activations are copied between
-    devices at each boundary. The parts must be *unbuilt* layers or models
-    (e.g. ``keras.Sequential([...])`` without ``keras.Input``), so that their
-    weights are created inside the right ``tf.device`` scope by :meth:`build`.
-
-    Not meant for saving (no ``get_config``): it exists to show placement.
-
-    It turns XLA off for itself (``supports_jit = False``). On a GPU machine
-    ``compile(jit_compile="auto")`` would otherwise compile ``fit``'s step with
-    XLA, and an XLA computation runs on one device: it cannot read weights that
-    live on another one (TensorFlow refuses with "Trying to access resource ...
-    located in device ..."), which is the whole point of this model.
+    Device (model) parallelism in its simplest form; not meant for saving (no ``get_config``). XLA is off
+    (``supports_jit = False``): one XLA computation runs on one device and cannot read the other part's weights.
     """
 
     def __init__(self, parts: Sequence[keras.layers.Layer], devices: Sequence[str], **kwargs):
@@ -75,7 +58,7 @@ class SplitModel(keras.Model):
             short_device(d)
         self.parts = parts
         self.part_devices = tuple(devices)
-        self.supports_jit = False  # one XLA computation = one device; see the class docstring
+        self.supports_jit = False  # one XLA computation = one device
 
     def build(self, input_shape):
         import tensorflow as tf
@@ -117,10 +100,9 @@ def variable_devices(model: keras.layers.Layer) -> list[dict]:
 
 def graph_op_devices(model: keras.layers.Layer, input_shape: Sequence[int],
                      op_types: Sequence[str] = ("MatMul", "Conv2D", "BiasAdd", "Relu", "Softmax")) -> list[dict]:
-    """Trace ``model`` into a graph and list where its compute ops are pinned.
+    """Trace ``model`` (``input_shape`` without the batch) and list where its compute ops are pinned.
 
-    ``input_shape`` excludes the batch dimension. Ops with no device show
-    ``(not pinned)``: TensorFlow then runs them on the default device.
+    Ops with no device show ``(not pinned)``: TensorFlow then runs them on the default device.
     """
     import tensorflow as tf
 
@@ -133,11 +115,7 @@ def graph_op_devices(model: keras.layers.Layer, input_shape: Sequence[int],
 
 
 def layer_costs(parts: Sequence[keras.layers.Layer], input_shape: Sequence[int]) -> list[dict]:
-    """Per layer of each part: parameters and activation values per example.
-
-    ``parts`` must be built; a Sequential part is walked layer by layer, any other
-    part counts as one layer. ``input_shape`` excludes the batch dimension.
-    """
+    """Per layer of each built part (a Sequential walked layer by layer): parameters, activation values per example."""
     if not parts:
         raise ValueError("need at least one part")
     rows = []
@@ -153,59 +131,50 @@ def layer_costs(parts: Sequence[keras.layers.Layer], input_shape: Sequence[int])
     return rows
 
 
-def _mib(values: float, bytes_per_value: int) -> float:
-    return values * bytes_per_value / 2**20
+def _memory_costs(model: SplitModel, input_shape: Sequence[int], batch_size: int,
+                  bytes_per_value: int) -> list[dict]:
+    if not isinstance(model, SplitModel) or not model.built:
+        raise ValueError("memory_by_device and data_parallel_memory need a built SplitModel (call it once or build it)")
+    positive_int("batch_size", batch_size)
+    positive_int("bytes_per_value", bytes_per_value)
+    return layer_costs(model.parts, input_shape)
+
+
+def _memory_row(device: str, layers: str, params: int, acts: int, batch_size: int, bytes_per_value: int) -> dict:
+    return {"device": short_device(device), "layers": layers, "parameters": params,
+            "weights MiB": params * bytes_per_value / 2**20,
+            f"activations MiB (batch {batch_size})": acts * bytes_per_value / 2**20}
 
 
 def memory_by_device(model: SplitModel, input_shape: Sequence[int], batch_size: int,
                      bytes_per_value: int = 4) -> list[dict]:
-    """Weights and forward activations each device holds under *model* parallelism.
-
-    One row per device of a built :class:`SplitModel`: its part's parameters,
-    their size, and the activations its layers produce for ``batch_size``
-    examples (float32 = 4 bytes per value). Training adds gradients and
-    optimizer slots (about 3x the weights with Adam) on the same device.
-    """
-    if not isinstance(model, SplitModel) or not model.built:
-        raise ValueError("memory_by_device needs a built SplitModel (call it once or build it)")
-    positive_int("batch_size", batch_size)
-    positive_int("bytes_per_value", bytes_per_value)
-    costs = layer_costs(model.parts, input_shape)
+    """Under *model* parallelism: per device of a built :class:`SplitModel`, its part's parameters and weight MiB,
+    and the activations its layers produce for ``batch_size`` examples (float32: 4 bytes per value)."""
+    costs = _memory_costs(model, input_shape, batch_size, bytes_per_value)
     rows = []
     for p, device in enumerate(model.part_devices):
         mine = [c for c in costs if c["part"] == p]
-        params = sum(c["parameters"] for c in mine)
         acts = batch_size * sum(c["activations_per_example"] for c in mine)
-        rows.append({"device": short_device(device), "layers": ", ".join(c["layer"] for c in mine),
-                     "parameters": params, "weights MiB": _mib(params, bytes_per_value),
-                     f"activations MiB (batch {batch_size})": _mib(acts, bytes_per_value)})
+        rows.append(_memory_row(device, ", ".join(c["layer"] for c in mine), sum(c["parameters"] for c in mine),
+                                acts, batch_size, bytes_per_value))
     return rows
 
 
 def data_parallel_memory(model: SplitModel, input_shape: Sequence[int], batch_size: int,
                          devices: Sequence[str], bytes_per_value: int = 4) -> list[dict]:
     """The same model under *data* parallelism: every device holds all weights and 1/n of the batch."""
-    if not isinstance(model, SplitModel) or not model.built:
-        raise ValueError("data_parallel_memory needs a built SplitModel")
-    positive_int("batch_size", batch_size)
-    positive_int("bytes_per_value", bytes_per_value)
+    costs = _memory_costs(model, input_shape, batch_size, bytes_per_value)
     if not devices:
         raise ValueError("need at least one device")
-    costs = layer_costs(model.parts, input_shape)
     params = sum(c["parameters"] for c in costs)
-    per_replica = math.ceil(batch_size / len(devices))
-    acts = per_replica * sum(c["activations_per_example"] for c in costs)
-    return [{"device": short_device(d), "layers": "all (a replica)", "parameters": params,
-             "weights MiB": _mib(params, bytes_per_value),
-             f"activations MiB (batch {batch_size})": _mib(acts, bytes_per_value)} for d in devices]
+    acts = math.ceil(batch_size / len(devices)) * sum(c["activations_per_example"] for c in costs)
+    return [_memory_row(d, "all (a replica)", params, acts, batch_size, bytes_per_value) for d in devices]
 
 
 def require_devices(devices: Sequence[str]) -> list[str]:
-    """Return ``devices`` unchanged if every one exists here as a logical device, else raise.
+    """``devices`` unchanged if each exists here as a logical device, else ``ValueError``.
 
-    Why: ``tf.distribute.MirroredStrategy(devices=["/gpu:7"])`` accepts a device
-    that does not exist and then silently runs on another one (soft placement).
-    Checking first turns a typo into a clear error.
+    Why: ``MirroredStrategy(devices=["/gpu:7"])`` accepts a missing device and silently runs elsewhere.
     """
     import tensorflow as tf
 

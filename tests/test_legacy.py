@@ -112,15 +112,6 @@ def test_wrapper_opts_out_of_xla(keras):
     assert not model_supports_jit(multi_gpu_model(template, gpus=2))
 
 
-def test_device_list_order_and_gpu_merge(keras, replicas):
-    parallel = multi_gpu_model(_cnn(keras), gpus=[1, 0], cpu_merge=False)
-    assert parallel.tower_devices == [replicas[1], replicas[0]]
-    assert parallel.merge_device == replicas[1]
-    placed = tower_op_devices(parallel, np.zeros((4, 8, 8, 1), "float32"))
-    assert {canon(d) for d in placed["replica_0"] | placed["merge"]} == {canon(replicas[1])}
-    assert {canon(d) for d in placed["replica_1"]} == {canon(replicas[0])}
-
-
 def test_multi_input_multi_output_nested_rnn_initial_state(keras):
     model = _seq2(keras)
     parallel = multi_gpu_model(model, gpus=2)
@@ -161,46 +152,26 @@ def test_saving_the_wrapper_fails_but_the_template_saves(keras, tmp_path):
     np.testing.assert_allclose(reloaded.predict(x, verbose=0), parallel.predict(x, verbose=0), rtol=1e-5)
 
 
-def test_cpu_relocation_clones_onto_cpu_with_same_weights(keras):
-    model = _cnn(keras)
-    parallel = multi_gpu_model(model, cpu_relocation=True)
-    assert parallel.template is not model
-    assert all("CPU:0" in w.value.device for w in parallel.template.weights)
-    for a, b in zip(parallel.template.get_weights(), model.get_weights()):
-        np.testing.assert_array_equal(a, b)
-    x = np.random.default_rng(3).random((9, 8, 8, 1), dtype="float32")
-    np.testing.assert_allclose(parallel.predict(x, verbose=0), model.predict(x, verbose=0), rtol=1e-5,
-                               atol=1e-6)
-
-
 @pytest.mark.parametrize("gpus, match", [
     (1, r"`gpus >= 2`. Received: `gpus=1`"),
     (0, r"`gpus >= 2`"),
-    ([0], r"`len\(gpus\) >= 2`"),
-    ((), r"`len\(gpus\) >= 2`"),
+    (-1, r"`gpus >= 2`"),
     (3, r"only has: \['/device"),
-    ([0, 2], r"only has"),
-    ([-1, 0], r"only has"),
-    ([0, 0], r"twice"),
-    ([0, 1.0], r"device indices"),
-    (True, r"must be None, an int"),
-    (2.0, r"must be None, an int"),
-    ("2", r"must be None, an int"),
+    ([0, 1], r"must be None or an int"),
+    (True, r"must be None or an int"),
+    (2.0, r"must be None or an int"),
+    ("2", r"must be None or an int"),
 ])
 def test_bad_gpus(keras, gpus, match):
     with pytest.raises(ValueError, match=match):
         multi_gpu_model(_cnn(keras), gpus=gpus)
 
 
-def test_bad_model_and_flags(keras):
+def test_bad_model(keras):
     with pytest.raises(ValueError, match="must be a keras.Model"):
         multi_gpu_model(keras.layers.Dense(2))
     with pytest.raises(ValueError, match="must be built"):
         multi_gpu_model(keras.Sequential([keras.layers.Dense(2)]))
-    with pytest.raises(ValueError, match="True or False"):
-        multi_gpu_model(_cnn(keras), cpu_merge="yes")
-    with pytest.raises(ValueError, match="True or False"):
-        multi_gpu_model(_cnn(keras), cpu_relocation=1)
     with pytest.raises(ValueError, match="returned by multi_gpu_model"):
         tower_op_devices(_cnn(keras), np.zeros((2, 8, 8, 1), "float32"))
 

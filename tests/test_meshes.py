@@ -64,18 +64,18 @@ def test_jax_device_plan_refuses_bad_counts():
         with pytest.raises(ValueError, match="n_gpus"):
             meshes.jax_device_plan(bad)
     for bad in (0, -1, True, 2.0):
-        with pytest.raises(ValueError, match="positive int"):
+        with pytest.raises(ValueError, match="requested must be"):
             meshes.jax_device_plan(0, bad)
     with pytest.raises(ValueError, match="only 2 GPUs"):
         meshes.jax_device_plan(2, 4)
 
 
 def test_jax_env_cpu_splits_the_host_and_gpu_shares_memory():
-    assert meshes.jax_device_plan(0, 2).env == {
+    assert meshes.jax_env(meshes.jax_device_plan(0, 2)) == {
         "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     # On GPUs neither framework may grab the memory: JAX would pre-allocate 75%, TensorFlow all of it.
-    assert meshes.jax_device_plan(2).env == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false",
-                                             "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    assert meshes.jax_env(meshes.jax_device_plan(2)) == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+                                                         "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
     with pytest.raises(ValueError, match="platform"):
         meshes.jax_env(meshes.JaxPlan("tpu", 4, "?"))
 
