@@ -60,8 +60,8 @@ help:
 	@echo "make test         - unit tests + every notebook through nbval, with a per-notebook time table"
 	@echo "                    (then lessons 08, 10 and 11 again with MULTIGPU_JAX_DEVICES=2)"
 	@echo "make install      - only create and fill the environment (.venv, or .venv-hosted with STACK=hosted)"
-	@echo "make unit         - unit tests only;  make notebooks - notebooks only"
-	@echo "make lint         - ruff (pyflakes, pycodestyle, isort, bugbear) over the code and the notebooks' cells"
+	@echo "make unit         - unit tests without the slow end-to-end ones;  make notebooks - notebooks only"
+	@echo "make lint         - ruff over the code and the notebooks' cells, then the notebook rules (tools/nblint.py)"
 	@echo "make capsule      - build the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3) if Python 3.6 exists"
 	@echo "make bench        - the scaling benchmark from the command line: CSV + PNG under _output/bench/"
 	@echo "make html         - executed copies of the notebooks, with outputs and figures, in _build/html/"
@@ -100,9 +100,11 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 
 install: $(STAMP)
 
-# ruff's rules live in pyproject.toml ([tool.ruff]); ruff itself is pinned in requirements.txt.
+# ruff's rules live in pyproject.toml ([tool.ruff]); ruff itself is pinned in requirements.txt. The notebook rules
+# (template, taught calls, copy boxes, scripts, the collective policy, word budgets) are tools/nblint.py's.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(PY) tools/nblint.py
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
@@ -110,9 +112,7 @@ lab: $(STAMP)
 
 # The time capsule: the original 2017 stack, built once and cached in .capsule/ (see helpers/capsule.py).
 CAPSULE := .capsule
-# A Python 3.6 that really runs (a pyenv shim for an unselected version does not): pyenv's own build first.
-PY36 := $(shell for c in $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.6*/bin/python3.6 $$(command -v python3.6); do \
-	  [ -x "$$c" ] && "$$c" -c 'import sys; assert sys.version_info[:2] == (3, 6)' >/dev/null 2>&1 && { echo "$$c"; break; }; done)
+PY36 := $(call find_python,3.6)
 CAPSULE_REQ := helpers/capsule_requirements.txt
 
 capsule:
@@ -135,9 +135,11 @@ test: $(STAMP) capsule
 	  notebooks/10_memory_and_profiling.ipynb notebooks/11_finetune_llm_across_devices.ipynb \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS)
 
+# The unit tests without the end-to-end ones (marked slow: an environment built, a server or kernel started, a
+# lesson's script run); `make test` runs them all.
 unit: $(STAMP)
 	$(REFRESH_HELPERS)
-	$(TEST_ENV) $(PY) -m pytest tests -p no:cacheprovider $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest tests -m "not slow" -p no:cacheprovider $(PYTEST_ARGS)
 
 notebooks: $(STAMP)
 	$(REFRESH_HELPERS)

@@ -14,9 +14,6 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import pytest  # noqa: E402
 
-# Maintainer tools (the notebook template, the error index, memcheck, timings) live in tools/; tests import them.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-
 
 @pytest.fixture(scope="session")
 def replicas():

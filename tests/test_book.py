@@ -194,10 +194,9 @@ def test_the_sites_requirements_stay_out_of_the_course_environment():
 # ---- the browser check's rules (the browser runs in make book-test) ----------------------------
 
 def test_noise_lines_cover_the_notebook_checks_noise():
-    spec = importlib.util.spec_from_file_location("root_conftest_for_book", ROOT / "conftest.py")
-    root_conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(root_conftest)
-    for pattern in root_conftest.NOISE + root_conftest.NOISE_WITHOUT_DRIVER:
+    import nblint
+
+    for pattern in nblint.NOISE + nblint.NOISE_WITHOUT_DRIVER:
         assert pattern in book.NOISE, pattern
 
 

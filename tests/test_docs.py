@@ -1,4 +1,4 @@
-"""Docs that must stay true: the workshop guide's sections and lesson references; `make html` writes executed copies.
+"""Docs that must stay true: the workshop guide's lesson references and reading times.
 
 The guide's timing table is checked against its measured data in tests/test_timings.py.
 """
@@ -8,13 +8,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-
-
-def test_workshop_guide_keeps_its_sections():
-    guide = (ROOT / "docs" / "workshop.md").read_text()
-    for words in ("restart", "Colab", "Kaggle", "GPU T4 x2", "Pre-flight checklist", "Common questions",
-                  "optional deep-dive", "3.0 GB", "0.5 GB"):
-        assert words in guide, f"docs/workshop.md lost {words!r}"
 
 
 def test_workshop_guide_mentions_only_lessons_that_exist():
@@ -29,12 +22,9 @@ def test_workshop_guide_mentions_only_lessons_that_exist():
 
 def test_workshop_reading_times_are_the_notebooks_word_counts():
     """The guide's reading-time table is what tools/wordcount.py counts now, at 180 words a minute."""
-    import importlib.util
     import math
 
-    spec = importlib.util.spec_from_file_location("wordcount", ROOT / "tools" / "wordcount.py")
-    wordcount = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(wordcount)
+    import wordcount  # tools/wordcount.py
     guide = (ROOT / "docs" / "workshop.md").read_text()
     table = guide.split("<!-- reading:begin -->")[1].split("<!-- reading:end -->")[0]
     rows = {m.group(1): (int(m.group(2).replace(",", "")), int(m.group(3)))

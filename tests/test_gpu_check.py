@@ -3,21 +3,17 @@ and the GPU-less stop that touches nothing. nvidia-smi is faked for a T4 x2, one
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import gpu_check as gc  # tools/gpu_check.py
 import pytest
 
 from helpers.gpus import GpuInfo
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "tools" / "gpu_check.py")
-gc = importlib.util.module_from_spec(_spec)
-sys.modules["gpu_check"] = gc
-_spec.loader.exec_module(gc)
 
 T4 = "Tesla T4"
 CSV = {

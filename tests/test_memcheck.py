@@ -3,7 +3,6 @@
 Cheap on purpose: small python child trees and two-cell notebooks, no TensorFlow.
 """
 
-import importlib.util
 import json
 import os
 import signal
@@ -12,14 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import memcheck  # tools/memcheck.py
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "memcheck.py"
-_spec = importlib.util.spec_from_file_location("memcheck", SCRIPT)
-memcheck = importlib.util.module_from_spec(_spec)
-sys.modules["memcheck"] = memcheck                # dataclasses look their module up there
-_spec.loader.exec_module(memcheck)
 
 MIB = 2**20
 # A process that holds `mib` MiB (written, so really resident), starts a child one level shallower,

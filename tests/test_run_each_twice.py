@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+import run_each_twice as ret  # tools/run_each_twice.py
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("run_each_twice", ROOT / "tools" / "run_each_twice.py")
-ret = importlib.util.module_from_spec(_spec)
-sys.modules["run_each_twice"] = ret   # dataclasses look their module up here
-_spec.loader.exec_module(ret)
 
 
 def _notebook(tmp_path: Path, sources: list[str]) -> Path:

@@ -66,14 +66,6 @@ def test_cli_new_refuses_overwrite(tmp_path, monkeypatch, capsys):
     assert template.main(["bogus"]) == 2
 
 
-def test_makefile_installs_the_kernel_the_notebooks_name():
-    from pathlib import Path
-    makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
-    assert f"KERNEL_DISPLAY_NAME := {template.KERNELSPEC['display_name']}\n" in makefile
-    assert "--name python3 --display-name \"$(KERNEL_DISPLAY_NAME)\"" in makefile
-    assert template.KERNELSPEC["name"] == "python3"
-
-
 def test_badges_include_kaggle_and_url_in_one_place():
     from helpers import course
     line = course.badges_markdown("notebooks/03_x.ipynb")

@@ -1,8 +1,7 @@
 """Measured timings: the workshop table is the rendering of docs/timings.json and covers every notebook;
-the quick-mode budgets in the root conftest.py fail a run over twice the budget.
+the quick-mode budgets of tools/pytest_course.py fail a run over twice the budget.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,20 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import pytest_course as root_conftest  # tools/pytest_course.py (the root conftest loads it)
+import timings  # tools/timings.py
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-timings = _load("timings", ROOT / "tools" / "timings.py")
-root_conftest = _load("root_conftest", ROOT / "conftest.py")
 NOTEBOOKS = timings.notebook_names()
 
 
@@ -162,7 +151,7 @@ def _write(path, obj):
     return path
 
 
-# ---- budgets (root conftest.py) -----------------------------------------------------------------
+# ---- budgets (tools/pytest_course.py) -----------------------------------------------------------------
 
 def test_every_notebook_has_the_same_quick_budget_and_none_in_full_mode():
     assert root_conftest.BUDGET_S == float(os.environ.get("NB_BUDGET_S", "45"))
@@ -211,7 +200,8 @@ def pytest_collect_file(file_path, parent):
 
 
 def _session(tmp_path, files, **env):
-    (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text() + FAKE_NOTEBOOKS)
+    (tmp_path / "conftest.py").write_text(f"import sys\nimport pytest\nsys.path.insert(0, {str(ROOT / 'tools')!r})\n"
+                                          f"pytest_plugins = ['pytest_course']\n{FAKE_NOTEBOOKS}")
     for name, secs in files.items():
         (tmp_path / name).write_text(str(secs))
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *files],

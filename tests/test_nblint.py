@@ -1,0 +1,168 @@
+"""tools/nblint.py: the course passes every rule, and each rule catches what it forbids."""
+
+from pathlib import Path
+
+import nblint
+import pytest
+
+LESSON = Path("notebooks/03_some_lesson.ipynb")
+
+
+def _nb(*cells):
+    """A notebook from ("code"|"markdown", source) pairs; a bare string is a code cell."""
+    cells = [("code", c) if isinstance(c, str) else c for c in cells]
+    return {"cells": [{"cell_type": t, "source": s, "metadata": {}, "outputs": []} for t, s in cells]}
+
+
+def _rule(name):
+    [rule] = [r for r in nblint.RULES if r.name == name]
+    return rule.check
+
+
+def test_the_course_passes_every_rule():
+    assert nblint.lint(sorted(nblint.NOTEBOOKS.glob("*.ipynb"))) == []
+
+
+def test_cli_lists_runs_and_fails(capsys, monkeypatch):
+    assert nblint.main(["--list"]) == 0 and "copy-box" in capsys.readouterr().out
+    assert nblint.main(["--rule", "scripts"]) == 0
+    monkeypatch.setitem(nblint.TAUGHT_CALLS, "03", ["a_call_no_lesson_writes("])
+    assert nblint.main(["--rule", "taught-calls"]) == 1
+    assert "03_from_multi_gpu_model_to_mirrored_strategy.ipynb: taught-calls:" in capsys.readouterr().out
+
+
+def test_numbering():
+    check = _rule("numbering")
+    assert check([Path("notebooks/00_a.ipynb"), Path("notebooks/01_b.ipynb")]) == []
+    assert check([Path("notebooks/00_a.ipynb"), Path("notebooks/02_b.ipynb")])
+    with pytest.raises(ValueError, match="NN_snake_case"):
+        check([Path("notebooks/0_a.ipynb")])
+
+
+@pytest.mark.parametrize("code, words", [
+    ("m = keras.models.load_model(p, safe_mode=False)", "unsafe loading"),
+    ("keras.config.enable_unsafe_deserialization()", "unsafe loading"),
+    ("import sys; sys.path.insert(0, '..')", "sys.path"),
+    ("s._collective" + "_key_base = 100", "collective key"),
+])
+def test_hygiene(code, words):
+    assert _rule("hygiene")(_nb("x = 1"), LESSON) == []
+    [problem] = _rule("hygiene")(_nb(code), LESSON)
+    assert words in problem
+
+
+def test_exercises():
+    check = _rule("exercises")
+    good = _nb(("markdown", "## Exercise 1\n"), 'helpers.exercises.check("03.1", f)',
+               ("markdown", "## Exercise 2\n"), 'helpers.exercises.check("03.2", g)')
+    assert check(good, LESSON) == []
+    assert "two of each" in check(_nb(("markdown", "## Exercise 1\n"), 'helpers.exercises.check("03.1", f)'),
+                                  LESSON)[0]
+    wrong = _nb(("markdown", "## Exercise 1\n"), 'helpers.exercises.check("03.1", f)',
+                ("markdown", "## Exercise 2\n"), 'helpers.exercises.check("04.2", g)')
+    assert check(wrong, LESSON) == ["exercise 04.2 is checked in lesson 03"]
+
+
+def test_taught_calls(monkeypatch):
+    monkeypatch.setitem(nblint.TAUGHT_CALLS, "03", ["strategy.scope()", ".fit("])
+    check = _rule("taught-calls")
+    assert check(_nb("with strategy.scope():\n    m = f()", "m.fit(x)"), LESSON) == []
+    assert check(_nb("m = helpers.train_in_scope()", "m.fit(x)"), LESSON) == [
+        "the lesson teaches strategy.scope() but no cell writes it"]
+    assert "no entry" in check(_nb("x"), Path("notebooks/99_new.ipynb"))[0]
+
+
+BOX = "## Copy this\n\n```python\nimport keras\nassert keras.__version__\n```\n"
+
+
+@pytest.mark.parametrize("cells, words", [
+    ([("markdown", BOX), ("markdown", "## Summary")], None),
+    ([("markdown", "## Summary")], "found 0"),
+    ([("markdown", "## Summary"), ("markdown", BOX)], "before the Summary"),
+    ([("markdown", BOX.replace("import keras", "import helpers")), ("markdown", "## Summary")], "helpers"),
+    ([("markdown", BOX.replace("assert", "print(")), ("markdown", "## Summary")], "assert"),
+    ([("markdown", "## Copy this\n\nno code"), ("markdown", "## Summary")], "found 0"),
+])
+def test_copy_box(cells, words):
+    problems = _rule("copy-box")(_nb(*cells), LESSON)
+    assert (problems == []) if words is None else (len(problems) == 1 and words in problems[0]), problems
+    assert _rule("copy-box")(_nb(*cells), Path("notebooks/02_x.ipynb")) == []       # before 03: no box
+
+
+@pytest.mark.parametrize("cell, words", [
+    ("%%writefile x.py\nprint(1)\n", None),
+    ("%%writefile -a x.py\nprint(1)\n", "appends"),
+    ("%%writefile x.py\nfrom helpers import data\n", "helpers"),
+    ("%%writefile x.py\n" + "x = 1\n" * 61, "lines"),
+])
+def test_scripts(cell, words):
+    problems = _rule("scripts")(_nb(cell), LESSON)
+    assert (problems == []) if words is None else (len(problems) == 1 and words in problems[0]), problems
+
+
+KERNEL = "strategy = tf.distribute.MirroredStrategy(REPLICAS)"
+
+
+@pytest.mark.parametrize("sources", [
+    (KERNEL,),
+    (KERNEL, "one = tf.distribute.MirroredStrategy(devices=REPLICAS[:1])\nalso = tf.distribute.MirroredStrategy([d])",
+     "c = tf.distribute.MirroredStrategy(REPLICAS, cross_device_ops=tf.distribute.ReductionToOneDevice())",
+     "for n in (1, 2):\n    s = tf.distribute.MirroredStrategy(REPLICAS, cross_device_ops=ReductionToOneDevice())",
+     "%%writefile worker.py\nimport tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()",
+     "w = tf.distribute.MultiWorkerMirroredStrategy()\n!echo hello"),
+    ("%%writefile {SCRATCH}/child.py\ndef f(s):\n    return s\nif __name__ == '__main__':\n"
+     "    s = tf.distribute.MirroredStrategy(devices.ensure_devices(4))",
+     "child = load_script(SCRATCH / 'child.py')", KERNEL),
+])
+def test_collective_accepts_notebooks_that_follow_the_policy(sources):
+    assert _rule("collective")(_nb(*sources), LESSON) == []
+
+
+@pytest.mark.parametrize("sources", [
+    (KERNEL, "again = tf.distribute.MirroredStrategy(devices=REPLICAS)"),          # two default strategies
+    (KERNEL, "%%time\nagain = tf.distribute.MirroredStrategy(REPLICAS)"),           # hidden in a cell magic
+    ("for n in (1, 2):\n    s = tf.distribute.MirroredStrategy(REPLICAS[:n])",),      # one per loop turn
+    ("def make():\n    return tf.distribute.MirroredStrategy(REPLICAS)",),             # one per call
+    ("s = tf.distribute.MirroredStrategy()", KERNEL),                                  # every GPU + REPLICAS
+    (KERNEL, "c = tf.distribute.MirroredStrategy(REPLICAS, cross_device_ops=tf.distribute.NcclAllReduce())"),
+    ("%%writefile {SCRATCH}/child.py\nimport tensorflow as tf\ndef measure(devs):\n"
+     "    return tf.distribute.MirroredStrategy(devs)", "child = load_script(SCRATCH / 'child.py')"),
+    ("%%writefile helper_mod.py\nimport tensorflow as tf\nS = tf.distribute.MirroredStrategy(['/gpu:0', '/gpu:1'])",
+     "import helper_mod", KERNEL),
+])
+def test_collective_catches_notebooks_that_break_the_policy(sources):
+    [problem] = _rule("collective")(_nb(*sources), LESSON)
+    assert "ReductionToOneDevice" in problem
+
+
+def _stream(text, name="stderr"):
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def _result(text):
+    return {"output_type": "execute_result", "data": {"text/plain": text}}
+
+
+def test_output_noise():
+    clean = [_stream("replicas: 2\n", "stdout"), _result("{'loss': 0.1}"), _stream("Falsetto\n", "stdout"),
+             _stream("what TensorFlow said:\n  E0000 failed call to cuInit: UNKNOWN ERROR (303)\n", "stdout")]
+    assert nblint.output_problems(clean, driver=False) == []
+    noisy = [_stream("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"),
+             _stream("E0000 cuda_platform.cc:52] failed call to cuInit: UNKNOWN ERROR (303)\n"),
+             _result("False"), _result("None"), _result("<function f.<locals>.make_model(strategy)>")]
+    problems = nblint.output_problems(noisy, driver=False)
+    assert len(problems) == 5 and "absl::InitializeLog" in problems[0] and "Out[...]: False" in problems[2]
+    assert nblint.output_problems([_stream("E0000 failed call to cuInit: CUDA_ERROR_NO_DEVICE\n")], driver=True) == []
+    nb = _nb("x")
+    nb["cells"][0]["outputs"] = [_result("None")]
+    assert _rule("output-noise")(nb, LESSON) == ["cell 0: " + nblint.output_problems([_result("None")])[0]]
+
+
+def test_words(tmp_path):
+    import json
+
+    (tmp_path / "00_a.ipynb").write_text(json.dumps(_nb(("markdown", "word " * 2601),
+                                                        "with strategy.scope():\n    m = f()\nm.fit(x)")))
+    problems = _rule("words")([tmp_path / "00_a.ipynb"])
+    assert problems[0].startswith("00: 2601 words (budget 2600)")
+    assert problems[-1].startswith("first multi-replica fit after 2601 words")
