@@ -1,23 +1,9 @@
-"""Start a multi-worker training job on this machine: one process per worker, each with its ``TF_CONFIG``.
+"""Start a multi-worker job on this machine: one process per worker, each with its ``TF_CONFIG``.
 
-Why: ``tf.distribute.MultiWorkerMirroredStrategy`` needs several *processes* that
-find each other through a cluster spec.  On a real cluster a scheduler (Slurm,
-Kubernetes, a cloud job) starts them, one per host.  In a lesson we start them
-ourselves on 127.0.0.1 with free ports - and must never leave one behind, even
-when a cell fails.  This module does exactly that and nothing more: build and
-check the cluster spec, start the processes (each in its own process group),
-collect their logs, stop them all (``SIGKILL`` of the whole group) on error,
-timeout, ``with``-block exit or interpreter exit.  The training itself is plain
-TensorFlow in the worker script.
-
-From a notebook::
-
-    from helpers import cluster
-    result = cluster.run(["mwms_train.py", "--epochs", "3"], n_workers=2)   # python mwms_train.py ...
-    result = cluster.run(["-m", "my_package.train", "--lr", "0.01"], n_workers=2)   # python -m ...
-
-From a terminal: ``python -m helpers.cluster_cli --workers 2 mwms_train.py --epochs 3``
-(:mod:`helpers.cluster_cli`).  Slurm's side: :mod:`helpers.slurm`.
+Why: ``MultiWorkerMirroredStrategy`` needs several processes that find each other through a cluster
+spec. On a cluster a scheduler starts them; in a lesson we start them on 127.0.0.1 with free ports,
+as :class:`helpers.subproc.Child` processes, and kill them all on error, timeout or exit.
+The CLI is :mod:`helpers.cluster_cli`, Slurm's side :mod:`helpers.slurm`.
 """
 
 from __future__ import annotations
@@ -27,36 +13,33 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
-from .checks import int_between, is_int, nonneg_int, positive_int
+from .checks import int_between, is_int, nonneg_int, nonneg_number, positive_int, positive_number
 from .gpus import visible_gpu_ids
 from .slurm import slurm_tf_config  # noqa: F401 - lesson 07 calls cluster.slurm_tf_config
 from .subproc import (
     NOISE_RE,
+    Child,
     check_command,
     child_env,
     error_summary,
     final_exception,
-    kill_group,
     pid_alive,  # noqa: F401 - pid_alive: lesson 07
-    start,
-    stop_group,
     strip_noise,
-    track,
-    untrack,
 )
 
 HOST = "127.0.0.1"
 #: Job names MultiWorkerMirroredStrategy understands ("ps" is for ParameterServerStrategy).
 JOBS = ("chief", "worker", "evaluator", "ps")
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+
+
 class ClusterSpecError(ValueError):
     """The cluster spec (or TF_CONFIG) is malformed; the message says which entry and why."""
 
@@ -68,8 +51,8 @@ class PortBusyError(OSError):
 class WorkerFailedError(RuntimeError):
     """At least one worker exited with a non-zero code; the message quotes each failure.
 
-    ``result`` is the :class:`ClusterResult`; ``errors`` maps each worker whose log
-    holds a Python exception to its full text (the message has a one-line summary).
+    ``result`` is the :class:`ClusterResult`; ``errors`` maps each worker whose log holds a
+    Python exception to its full text.
     """
 
     def __init__(self, message: str, result: "ClusterResult"):
@@ -103,12 +86,10 @@ def _parse_address(addr: object, where: str) -> tuple[str, int]:
 
 
 def validate_cluster_spec(spec: object) -> dict[str, list[str]]:
-    """Check a cluster spec such as ``{"worker": ["127.0.0.1:12345", "127.0.0.1:12346"]}``.
+    """A checked copy (job -> list of addresses) of a spec like ``{"worker": ["127.0.0.1:12345", ...]}``.
 
-    Returns a normalised copy (job -> list of addresses).  Raises
-    :class:`ClusterSpecError` naming the offending entry: not a dict, unknown job
-    name, empty job, address not ``host:port``, port out of range, duplicate
-    address, more than one chief or evaluator, no chief/worker at all.
+    :class:`ClusterSpecError` names the bad entry: unknown job, empty job, not ``host:port``, port
+    out of range, duplicate address, more than one chief or evaluator, no chief or worker.
     """
     if not isinstance(spec, Mapping) or not spec:
         raise ClusterSpecError(
@@ -124,7 +105,7 @@ def validate_cluster_spec(spec: object) -> dict[str, list[str]]:
             raise ClusterSpecError(f"job {job!r} must have exactly one task, got {len(addrs)}")
         for i, addr in enumerate(addrs):
             host, port = _parse_address(addr, f"{job}[{i}]")
-            key = (host.lower().replace("localhost", "127.0.0.1"), port)
+            key = (host.lower().replace("localhost", HOST), port)
             if key in seen:
                 raise ClusterSpecError(f"{job}[{i}] {addr!r} duplicates {seen[key]}: every task needs its own port")
             seen[key] = f"{job}[{i}]"
@@ -161,44 +142,36 @@ def parse_tf_config(text: str) -> tuple[dict[str, list[str]], str, int]:
     return spec, task["type"], task["index"]
 
 
-def port_is_free(port: int, host: str = HOST) -> bool:
-    """True if a server could listen on ``host:port`` right now."""
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
+def port_is_free(port: int) -> bool:
+    """True if a server could listen on ``127.0.0.1:port`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # like gRPC: TIME_WAIT is fine
         try:
-            s.bind((host.strip("[]"), port))
+            s.bind((HOST, port))
             s.listen(1)
         except OSError:
             return False
     return True
 
 
-def free_ports(n: int, host: str = HOST) -> list[int]:
-    """``n`` distinct ports that are free now (the OS picks them; a tiny race window remains)."""
-    positive_int("n", n)
-    socks = []
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports of 127.0.0.1 that are free now (the OS picks them; a tiny race window remains)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(positive_int("n", n))]
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            socks.append(s)
-            s.bind((host, 0))
+        for s in socks:
+            s.bind((HOST, 0))
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
             s.close()
 
 
-def local_cluster_spec(n_workers: int = 2, host: str = HOST,
-                       ports: Optional[Sequence[int]] = None) -> dict[str, list[str]]:
+def local_cluster_spec(n_workers: int = 2, ports: Optional[Sequence[int]] = None) -> dict[str, list[str]]:
     """``{"worker": ["127.0.0.1:p0", ...]}`` with ``n_workers`` free (or the given) ports."""
-    positive_int("n_workers", n_workers)
-    if ports is None:
-        ports = free_ports(n_workers, host)
-    ports = list(ports)
-    if len(ports) != n_workers:
+    ports = free_ports(n_workers) if ports is None else list(ports)
+    if len(ports) != positive_int("n_workers", n_workers):
         raise ClusterSpecError(f"got {len(ports)} port(s) for {n_workers} worker(s)")
-    return validate_cluster_spec({"worker": [f"{host}:{p}" for p in ports]})
+    return validate_cluster_spec({"worker": [f"{HOST}:{p}" for p in ports]})
 
 
 def check_ports_free(spec: Mapping) -> None:
@@ -207,7 +180,7 @@ def check_ports_free(spec: Mapping) -> None:
     for job, addrs in validate_cluster_spec(spec).items():
         for i, addr in enumerate(addrs):
             host, port = _parse_address(addr, f"{job}[{i}]")
-            if host in LOCAL_HOSTS and not port_is_free(port, host.replace("localhost", HOST)):
+            if host in LOCAL_HOSTS and not port_is_free(port):
                 busy.append(f"{job}[{i}] {addr}")
     if busy:
         raise PortBusyError(
@@ -216,20 +189,12 @@ def check_ports_free(spec: Mapping) -> None:
             "or leave ports=None to have them chosen for you.")
 
 
-def tasks_of(spec: Mapping) -> list[tuple[str, int]]:
-    """(task type, index) of every task, chief first: the order processes are started in."""
-    spec = validate_cluster_spec(spec)
-    order = sorted(spec, key=lambda j: JOBS.index(j))
-    return [(job, i) for job in order for i in range(len(spec[job]))]
-
-
 # --------------------------------------------------------------------------- results
 
 def read_history(out_dir: Union[str, Path]) -> dict[str, list[dict]]:
     """Per task (``"worker-0"``...), the JSON lines its worker appended to ``<out_dir>/history-<task>.jsonl``.
 
-    The course's worker scripts append one line per finished epoch, so the rows of
-    a killed run and of its restart end up in one file.  ``{}`` if there is none.
+    One line per finished epoch, so a killed run's rows and its restart's end up in one file.
     """
     out = {}
     for p in sorted(Path(out_dir).glob("history-*.jsonl")):
@@ -299,17 +264,16 @@ class ClusterResult:
 
     @property
     def errors(self) -> dict[str, str]:
-        """``{"worker 0": "ValueError: ...", ...}``: the final exception found in each worker's log, in full.
+        """``{"worker 0": "ValueError: ...", ...}``: the final exception in each worker's log, in full.
 
-        Every log is searched, also those of workers that exited 0 or were killed:
-        the worker that raised first is not always the one that exited first.
+        Every log counts, also of workers that exited 0 or were killed: the worker that raised first
+        is not always the one that exited first.
         """
         return {w.name: err for w in self.workers if (err := w.error)}
 
     def failure_message(self) -> str:
         """One line per worker that did not exit 0: how it ended and the error in its log."""
-        bad = [w for w in self.workers if w.returncode != 0]
-        return "; ".join(w.describe() for w in bad)
+        return "; ".join(w.describe() for w in self.workers if w.returncode != 0)
 
     def raise_for_failure(self) -> "ClusterResult":
         """Raise :class:`WorkerFailedError` (quoting every worker's error) unless all exited 0."""
@@ -318,14 +282,10 @@ class ClusterResult:
                                     f"{len(self.workers)} worker(s) failed: {self.failure_message()}", self)
         return self
 
-    def show_logs(self, tail: Optional[int] = 12, raw: bool = False, grep: Optional[str] = None) -> None:
-        """Print each worker's log: TF C++ noise hidden unless ``raw``, only lines matching the
-        ``grep`` regex, only the last ``tail`` lines (None: all, 0: just the exit status)."""
+    def show_logs(self, tail: Optional[int] = 12) -> None:
+        """Print each worker's exit status and the last ``tail`` lines of its log (None: all), TF noise hidden."""
         for w in self.workers:
-            text = w.log if raw else strip_noise(w.log)
-            lines = [ln for ln in text.splitlines() if ln.strip()]
-            if grep:
-                lines = [ln for ln in lines if re.search(grep, ln)]
+            lines = [ln for ln in strip_noise(w.log).splitlines() if ln.strip()]
             cut = max(0, len(lines) - tail) if tail is not None else 0
             print(f"----- {w.describe()}  (log: {w.log_path})")
             if cut and tail:
@@ -338,10 +298,9 @@ class ClusterResult:
 
 def usable_cores() -> int:
     """CPU cores this process may run on (its affinity mask: ``taskset -c 0`` gives 1), at least 1."""
-    try:
+    if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+    return max(1, os.cpu_count() or 1)  # pragma: no cover - not Linux
 
 
 def gpu_assignment(n_tasks: int, gpus_per_worker: int, gpu_ids: Sequence[str]) -> list[str]:
@@ -360,77 +319,52 @@ def gpu_assignment(n_tasks: int, gpus_per_worker: int, gpu_ids: Sequence[str]) -
 
 
 class LocalCluster:
-    """Worker processes on this machine, one per task of a cluster spec; a context manager.
+    """Worker processes on this machine, ``python <command>`` each with its ``TF_CONFIG``; a context manager.
 
-    Each process runs ``python <command>`` with its own ``TF_CONFIG``, its own
-    process group (so a kill reaches anything it started) and its output in
-    ``log_dir/<task>-<index>.log``.  ``cpu_threads`` sets TensorFlow's intra- and
-    inter-op thread pools of each worker (``TF_NUM_INTRAOP_THREADS``/``TF_NUM_INTEROP_THREADS``);
-    the default, None, shares this process's CPU cores among the workers (at least 1
-    each), so that N workers on one machine do not each spin a pool of all its cores
-    (0 keeps TensorFlow's own default).  Leaving the ``with`` block - normally, by an
-    exception or a keyboard interrupt - kills whatever is still running.
+    Each worker is a :class:`helpers.subproc.Child` logging to ``log_dir/worker-<index>.log``, with
+    this machine's CPU cores shared among the workers (TensorFlow's thread pools), so N workers do not
+    each spin a pool of all cores. Leaving the ``with`` block, even by an exception, kills what still runs.
     """
 
     def __init__(self, command: Union[str, Sequence[str]], n_workers: int = 2, *,
-                 spec: Optional[Mapping] = None, ports: Optional[Sequence[int]] = None, host: str = HOST,
-                 env: Optional[Mapping[str, str]] = None, log_dir: Union[str, Path, None] = None,
-                 gpus_per_worker: int = 0, cpu_threads: Optional[int] = None, die_with_parent: bool = True):
+                 ports: Optional[Sequence[int]] = None, env: Optional[Mapping[str, str]] = None,
+                 log_dir: Union[str, Path, None] = None, gpus_per_worker: int = 0):
         self.command = check_command(command)
-        if spec is not None and ports is not None:
-            raise ValueError("give either spec= or ports=, not both")
-        self.spec = validate_cluster_spec(spec) if spec is not None else local_cluster_spec(n_workers, host, ports)
-        for job, addrs in self.spec.items():
-            for i, addr in enumerate(addrs):
-                if _parse_address(addr, f"{job}[{i}]")[0] not in LOCAL_HOSTS:
-                    raise ClusterSpecError(
-                        f"{job}[{i}] {addr!r} is not on this machine. LocalCluster only starts local processes; "
-                        "on a real cluster start one process per host with its own TF_CONFIG (see tf_config()).")
-        self.tasks = tasks_of(self.spec)
-        self.cuda = gpu_assignment(len(self.tasks), gpus_per_worker,
-                                   visible_gpu_ids() if gpus_per_worker else [])
+        self.spec = local_cluster_spec(n_workers, ports)
+        self.tasks = [(job, i) for job in self.spec for i in range(len(self.spec[job]))]
+        self.cuda = gpu_assignment(len(self.tasks), gpus_per_worker, visible_gpu_ids() if gpus_per_worker else [])
         self.extra_env = {str(k): str(v) for k, v in (env or {}).items()}
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="cluster-logs-"))
-        if cpu_threads is not None:
-            nonneg_int("cpu_threads", cpu_threads, why="None: share this process's cores, 0: TensorFlow's default")
-        self.cpu_threads = max(1, usable_cores() // len(self.tasks)) if cpu_threads is None else cpu_threads
-        self.die_with_parent = die_with_parent
-        self.procs: list[subprocess.Popen] = []
-        self._stopped: set[int] = set()
+        self.cpu_threads = max(1, usable_cores() // len(self.tasks))
+        self.children: list[Child] = []
         self._t0 = 0.0
         self._offsets: dict[int, int] = {}
 
-    # -- lifecycle
     def start(self) -> "LocalCluster":
-        if self.procs:
+        if self.children:
             raise RuntimeError("this cluster was already started; create a new LocalCluster to run again")
         check_ports_free(self.spec)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         envs = [self.worker_env(i) for i in range(len(self.tasks))]
-        track(self)
         self._t0 = time.time()
         try:
-            for env in envs:
-                self.procs.append(start([sys.executable, *self.command], self.log_path(len(self.procs)), env,
-                                        die_with_parent=self.die_with_parent))
+            for i, env in enumerate(envs):
+                self.children.append(Child([sys.executable, *self.command], self.log_path(i), env))
         except BaseException:
             self.stop()
             raise
         return self
 
     def worker_env(self, i: int) -> dict[str, str]:
-        """The environment worker ``i`` starts with: its ``TF_CONFIG``, its GPUs, its CPU threads.
+        """Worker ``i``'s environment: :func:`helpers.subproc.child_env`, its ``TF_CONFIG``, CPU threads and GPUs.
 
-        On top of the course's child policy (:func:`helpers.subproc.child_env`): ``CUDA_VISIBLE_DEVICES``
-        from :func:`gpu_assignment` (``-1``: CPU only), and for a worker with a GPU
-        ``TF_FORCE_GPU_ALLOW_GROWTH=true``, so it takes memory as needed beside the kernel that also sees
-        that GPU.  ``env=`` given to the cluster wins.
+        A worker with a GPU gets ``TF_FORCE_GPU_ALLOW_GROWTH=true``: it shares that GPU with the kernel.
+        ``env=`` given to the cluster wins.
         """
         int_between("i", i, 0, len(self.tasks) - 1, what="a worker index")
         job, index = self.tasks[i]
-        env = child_env()  # the course's one policy (helpers.subproc): plain, unbuffered, no parent-only settings
-        if self.cpu_threads:
-            env["TF_NUM_INTRAOP_THREADS"] = env["TF_NUM_INTEROP_THREADS"] = str(self.cpu_threads)
+        env = child_env()
+        env["TF_NUM_INTRAOP_THREADS"] = env["TF_NUM_INTEROP_THREADS"] = str(self.cpu_threads)
         env.update(TF_CONFIG=tf_config(self.spec, job, index), CUDA_VISIBLE_DEVICES=self.cuda[i])
         if self.cuda[i] != "-1":
             env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
@@ -449,106 +383,85 @@ class LocalCluster:
 
     @property
     def pids(self) -> list[int]:
-        return [p.pid for p in self.procs]
+        return [c.pid for c in self.children]
 
     def alive(self) -> list[bool]:
-        return [p.poll() is None for p in self.procs]
+        return [c.returncode is None for c in self.children]
 
-    def _select(self, worker: Union[None, int, Iterable[int]]) -> list[int]:
-        if worker is None:
-            return list(range(len(self.procs)))
-        idx = [worker] if isinstance(worker, int) else list(worker)
-        for i in idx:
-            if not 0 <= i < len(self.procs):
-                raise ValueError(f"no process {i}; this cluster has {len(self.procs)} (0..{len(self.procs) - 1})")
-        return idx
+    def _started(self, worker: int = 0) -> Child:
+        if not self.children:
+            raise RuntimeError("start the cluster first")
+        if not is_int(worker) or not 0 <= worker < len(self.children):
+            raise ValueError(f"no process {worker}; this cluster has {len(self.children)} "
+                             f"(0..{len(self.children) - 1})")
+        return self.children[worker]
 
-    def kill(self, worker: Union[None, int, Iterable[int]] = None, sig: int = signal.SIGKILL) -> list[int]:
-        """Send ``sig`` (default SIGKILL: no cleanup, like a lost machine) to the process group(s).
+    def kill(self, worker: Optional[int] = None, sig: int = signal.SIGKILL) -> list[int]:
+        """Send ``sig`` (default SIGKILL: no cleanup, like a lost machine) to worker ``worker`` (None: all).
 
-        ``worker``: process number(s) in start order (chief first), or None for all.
         Returns the pids signalled.
         """
-        return [self.procs[i].pid for i in self._select(worker) if kill_group(self.procs[i], sig)]
+        chosen = self.children if worker is None else [self._started(worker)]
+        return [c.pid for c in chosen if c.kill(sig)]
 
     def stop(self) -> None:
         """Kill everything still running (whole process groups) and reap it. Idempotent."""
-        self._stopped.update(i for i, p in enumerate(self.procs) if p.poll() is None)
-        for p in self.procs:
-            stop_group(p)
-        untrack(self)
+        for c in self.children:
+            c.stop()
 
     # -- watching
     def new_lines(self, i: int) -> list[str]:
         """Complete log lines of process ``i`` written since the previous call."""
-        path = self.log_path(i)
-        if not path.exists():
-            return []
-        with open(path, "rb") as f:
+        with open(self.log_path(i), "rb") as f:
             f.seek(self._offsets.get(i, 0))
             chunk = f.read()
         end = chunk.rfind(b"\n") + 1
         self._offsets[i] = self._offsets.get(i, 0) + end
         return chunk[:end].decode(errors="replace").splitlines()
 
-    def wait_for(self, pattern: str, timeout: float = 120, worker: int = 0, poll: float = 0.05) -> str:
-        """Block until process ``worker``'s log has a line matching ``pattern`` (regex); return that line.
+    def wait_for(self, pattern: str, timeout: float = 120, worker: int = 0) -> str:
+        """Block until worker ``worker``'s log has a line matching ``pattern`` (regex); return that line.
 
-        Scans the whole log (a line printed before the call counts).  Raises
-        :class:`WorkerFailedError` if that process exits without such a line and
-        :class:`ClusterTimeoutError` after ``timeout`` s (everything is killed then).
+        Scans the whole log (a line printed before the call counts). :class:`WorkerFailedError` if that
+        process exits without such a line, :class:`ClusterTimeoutError` after ``timeout`` s (all killed).
         """
-        if not self.procs:
-            raise RuntimeError("start the cluster first")
-        (i,) = self._select(worker)
-        rx = re.compile(pattern)
-        deadline, pos, pending = time.time() + timeout, 0, b""
+        child, rx = self._started(worker), re.compile(pattern)
+        deadline = time.time() + positive_number("timeout", timeout, unit="seconds")
         while True:
-            exited = self.procs[i].poll() is not None  # before reading: nothing written later is missed
-            with open(self.log_path(i), "rb") as f:
-                f.seek(pos)
-                data = f.read()
-            pos += len(data)
-            lines = (pending + data).split(b"\n")
-            pending = lines.pop()
-            for raw in lines + ([pending] if exited else []):
-                line = raw.decode(errors="replace")
+            exited = child.returncode is not None  # before reading: nothing written later is missed
+            lines = child.log(raw=True).split("\n")
+            for line in lines if exited else lines[:-1]:  # while it runs, the last line may be incomplete
                 if rx.search(line):
                     return line
             if exited:
                 result = self.result()
                 raise WorkerFailedError(
-                    f"{result.workers[i].describe()} before printing a line matching {pattern!r}", result)
+                    f"{result.workers[worker].describe()} before printing a line matching {pattern!r}", result)
             if time.time() > deadline:
                 self.stop()
-                raise ClusterTimeoutError(f"no line matching {pattern!r} from {self.tasks[i][0]} "
-                                          f"{self.tasks[i][1]} within {timeout} s; all workers killed")
-            time.sleep(poll)
+                raise ClusterTimeoutError(f"no line matching {pattern!r} from worker {worker} within {timeout} s; "
+                                          "all workers killed")
+            time.sleep(0.05)
 
     def wait(self, timeout: float = 300, grace: float = 5.0, follow: bool = False) -> ClusterResult:
         """Wait for every process to exit; return a :class:`ClusterResult` (never raises on failure).
 
-        Fail fast: once one process has exited with an error, the others get
-        ``grace`` seconds to finish (a peer of a dead worker usually hangs in
-        its next collective) and are then killed.  After ``timeout`` s every
-        process is killed and :class:`ClusterTimeoutError` is raised.
-        ``follow`` prints new log lines (TF noise hidden) while waiting.
+        Fail fast: once one process exited with an error, the others get ``grace`` s (a peer of a dead
+        worker hangs in its next collective), then are killed. After ``timeout`` s every process is
+        killed and :class:`ClusterTimeoutError` raised. ``follow`` prints new log lines meanwhile.
         """
-        if timeout <= 0 or grace < 0:
-            raise ValueError("timeout must be > 0 and grace >= 0")
-        if not self.procs:
-            raise RuntimeError("start the cluster first")
-        deadline, failed_at = time.time() + timeout, None
+        self._started()
+        deadline = time.time() + positive_number("timeout", timeout, unit="seconds")
+        grace, failed_at = nonneg_number("grace", grace, unit="seconds"), None
         while True:
             if follow:
                 self._print_new()
-            codes = [p.poll() for p in self.procs]
+            codes = [c.returncode for c in self.children]
             if all(c is not None for c in codes):
                 break
             if failed_at is None and any(c not in (None, 0) for c in codes):
                 failed_at = time.time()
             if failed_at is not None and time.time() - failed_at > grace:
-                self.stop()
                 break
             if time.time() > deadline:
                 self.stop()
@@ -562,16 +475,16 @@ class LocalCluster:
         return self.result()
 
     def _print_new(self) -> None:
-        for i in range(len(self.procs)):
+        for i, (job, index) in enumerate(self.tasks):
             for ln in self.new_lines(i):
                 if ln.strip() and not NOISE_RE.match(ln):
-                    tag = f"[{self.tasks[i][0]} {self.tasks[i][1]}]"
+                    tag = f"[{job} {index}]"
                     print(ln if ln.startswith(tag) else f"{tag} {ln}", flush=True)
 
     def result(self) -> ClusterResult:
         return ClusterResult(
-            [WorkerResult(job, index, p.pid, p.poll(), self.log_path(i), i in self._stopped)
-             for i, ((job, index), p) in enumerate(zip(self.tasks, self.procs))],
+            [WorkerResult(job, index, c.pid, c.returncode, c.log_path, c.stopped)
+             for (job, index), c in zip(self.tasks, self.children)],
             time.time() - self._t0, self.log_dir, self.spec)
 
 

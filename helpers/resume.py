@@ -1,28 +1,9 @@
 """Kill a ``model.fit`` job for real, restart it, check what ``BackupAndRestore`` restored (lesson 05).
 
-Why: the claim "a killed job resumes from its last backup and loses no epoch"
-is only convincing with a real process and a real ``SIGKILL`` - no flag, no
-exception, no cleanup in the victim.  :class:`TrainingRun` starts a training
-script (``python train.py ...`` or ``python -m pkg.train ...``) as a child
-process, waits for a given epoch to appear in the ``epochs.jsonl`` the script
-appends to in its output folder, kills it, or waits for it to finish.  Like
-:mod:`helpers.cluster` it never leaves a process behind: its own process group
-(a kill reaches anything it started), ``SIGKILL`` on timeout or when the
-``with`` block exits, an ``atexit`` hook, and ``PR_SET_PDEATHSIG`` so the child
-dies with the notebook's kernel.
-
-The script's side of the contract (file names in its output folder):
-``epochs.jsonl`` (one ``{"epoch", "loss", "pid"}`` line per finished epoch),
-``result.json`` and ``final.weights.npz`` (written by a run that finished).
-
-From a notebook::
-
-    from helpers import resume
-    cmd = ["train.py", "--out", str(out), "--epochs", "4"]
-    with resume.TrainingRun(cmd, out) as job:
-        job.wait_for_epoch(2, timeout=120)
-        job.kill()                            # -9
-    resume.run(cmd, out, timeout=120)         # the same command again: resumes
+Why: "a killed job resumes from its last backup" only convinces with a real process and a real
+``SIGKILL``. :class:`TrainingRun` runs a training script as a :class:`helpers.subproc.Child`; the script
+appends ``epochs.jsonl`` lines (``{"epoch", "loss", "pid"}``) and, once finished, writes ``result.json``
+and ``final.weights.npz`` in its output folder.
 """
 
 from __future__ import annotations
@@ -37,7 +18,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from .checks import positive_int, positive_number
-from .subproc import check_command, child_env, error_summary, kill_group, start, stop_group, strip_noise, track, untrack
+from .subproc import Child, check_command, child_env, error_summary
 
 EPOCH_LOG = "epochs.jsonl"
 RESULT = "result.json"
@@ -68,18 +49,15 @@ def read_result(out_dir: Union[str, Path]) -> Optional[dict]:
 
 def read_weights(out_dir: Union[str, Path]) -> list:
     """The final weights (numpy arrays) a finished run saved; ``FileNotFoundError`` if none finished."""
-
     with np.load(Path(out_dir) / WEIGHTS) as z:
         return [z[f"arr_{i}"] for i in range(len(z.files))]
 
 
 class TrainingRun:
-    """One training process: ``python <command>``, e.g. ``["train.py", "--out", OUT, "--epochs", "4"]``.
+    """One training process, ``python <command>``; a context manager that kills it on leaving the block.
 
-    A context manager: leaving the ``with`` block kills it if it still runs.
-    ``out_dir`` is the folder the script writes its ``epochs.jsonl`` to; the
-    process's output goes to ``out_dir/run-<n>.log`` (the first free ``n``).
-    ``env`` adds environment variables.
+    ``out_dir`` is the folder the script writes to; its output goes to ``out_dir/run-<n>.log`` (the
+    first free ``n``). ``env`` adds environment variables.
     """
 
     def __init__(self, command: Union[str, Sequence[str]], out_dir: Union[str, Path], *,
@@ -89,21 +67,20 @@ class TrainingRun:
             raise ValueError("out_dir must be a folder path")
         self.out_dir = Path(out_dir)
         self.extra_env = {str(k): str(v) for k, v in (env or {}).items()}
-        self.proc: Optional[subprocess.Popen] = None
+        self.child: Optional[Child] = None
         self.log_path: Optional[Path] = None
 
     def start(self) -> "TrainingRun":
-        if self.proc is not None:
+        if self.child is not None:
             raise RuntimeError("this run was already started; create a new TrainingRun to restart")
         self.out_dir.mkdir(parents=True, exist_ok=True)
         n = 1
         while (self.out_dir / f"run-{n}.log").exists():
             n += 1
         self.log_path = self.out_dir / f"run-{n}.log"
-        env = child_env(self.extra_env)  # the course's one policy (helpers.subproc)
+        env = child_env(self.extra_env)
         env.setdefault("MULTIGPU_GPU_MEMORY_MB", "1024")  # a split GPU must also hold the notebook's share
-        self.proc = start([sys.executable, *self.argv], self.log_path, env)
-        track(self)
+        self.child = Child([sys.executable, *self.argv], self.log_path, env)
         return self
 
     def __enter__(self) -> "TrainingRun":
@@ -112,10 +89,10 @@ class TrainingRun:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _started(self) -> subprocess.Popen:
-        if self.proc is None:
+    def _started(self) -> Child:
+        if self.child is None:
             raise RuntimeError("start the run first (TrainingRun(...).start() or a with block)")
-        return self.proc
+        return self.child
 
     @property
     def pid(self) -> int:
@@ -124,69 +101,59 @@ class TrainingRun:
     @property
     def returncode(self) -> Optional[int]:
         """None while running; ``-9`` after a ``SIGKILL``; 0 after a finished run."""
-        return self._started().poll()
+        return self._started().returncode
 
     def log(self, raw: bool = False) -> str:
         """The child's output so far (TensorFlow's C++ log lines hidden unless ``raw``)."""
-        self._started()
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return text if raw else strip_noise(text).strip()
+        text = self._started().log(raw)
+        return text if raw else text.strip()
 
     def _failure(self, what: str) -> TrainingFailedError:
-        return TrainingFailedError(f"training process {self.proc.pid} exited with {self.proc.returncode} "
+        return TrainingFailedError(f"training process {self.pid} exited with {self.returncode} "
                                    f"{what}: {error_summary(self.log(raw=True)) or 'no Python error in its log'} "
                                    f"(log: {self.log_path})")
 
     def wait_for_epoch(self, epoch: int, timeout: float = 120, poll: float = 0.02) -> dict:
-        """Block until this process has logged the end of ``epoch`` (1-based); return that line.
+        """Block until this process logged the end of ``epoch`` (1-based, logged after its backup); return the line.
 
-        The line is written after ``BackupAndRestore`` saved that epoch, so
-        the backup is on disk when this returns.  Raises
-        :class:`TrainingFailedError` if the process exits first and
+        Raises :class:`TrainingFailedError` if the process exits first and
         :class:`TrainingTimeoutError` (after killing it) after ``timeout`` s.
         """
         positive_int("epoch", epoch)
         timeout = positive_number("timeout", timeout, unit="seconds")
-        proc, deadline = self._started(), time.time() + timeout
+        child, deadline = self._started(), time.time() + timeout
         while True:
-            exited = proc.poll() is not None  # before reading: a line written before exiting is seen
+            exited = child.returncode is not None  # before reading: a line written before exiting is seen
             for row in read_epochs(self.out_dir):
-                if row["pid"] == proc.pid and row["epoch"] == epoch:
+                if row["pid"] == child.pid and row["epoch"] == epoch:
                     return row
             if exited:
                 raise self._failure(f"before finishing epoch {epoch}")
             if time.time() > deadline:
                 self.stop()
                 raise TrainingTimeoutError(f"epoch {epoch} not finished within {timeout:g} s; "
-                                           f"process {proc.pid} killed (log: {self.log_path})")
+                                           f"process {child.pid} killed (log: {self.log_path})")
             time.sleep(poll)
 
     def kill(self) -> int:
-        """``SIGKILL`` the process group (no cleanup in the child), reap it, return its exit code.
-
-        ``-9`` means the kill hit a running process; any other code means it
-        had already exited by itself (the caller should check).
-        """
-        proc = self._started()
-        kill_group(proc)
-        return proc.wait(timeout=30)
+        """``SIGKILL`` the process group, reap it, return its exit code (``-9``; another: it had exited itself)."""
+        child = self._started()
+        child.kill()
+        return child.wait(30)
 
     def wait(self, timeout: float = 300) -> int:
         """Wait for the process to exit; return its code. Killed and :class:`TrainingTimeoutError` after ``timeout``."""
-        timeout = positive_number("timeout", timeout, unit="seconds")
-        proc = self._started()
+        child = self._started()
         try:
-            return proc.wait(timeout=timeout)
+            return child.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.stop()
-            raise TrainingTimeoutError(f"training process {proc.pid} still running after {timeout:g} s; "
+            raise TrainingTimeoutError(f"training process {child.pid} still running after {timeout:g} s; "
                                        f"killed (log: {self.log_path})") from None
 
     def stop(self) -> None:
-        """Kill the process group if the process still runs, and reap it. Idempotent."""
-        if self.proc is not None:
-            stop_group(self.proc)  # also reaches anything it started
-        untrack(self)
+        """Kill the process group if it still runs, and reap it. Idempotent."""
+        if self.child is not None:
+            self.child.stop()
 
 
 def run(command: Union[str, Sequence[str]], out_dir: Union[str, Path], *, timeout: float = 300,

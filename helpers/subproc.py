@@ -1,16 +1,8 @@
 """Every child process the course starts: one environment, one way to start, stop and read it.
 
-Why: several things can only be shown in a *new* process - device variables
-such as ``CUDA_VISIBLE_DEVICES`` are read once, the replica count is fixed once
-TensorFlow initialised its devices, and the Keras backend is fixed at import.
-Lessons use :func:`run_python` to show each configuration side by side; the
-launchers (:mod:`helpers.cluster`, :mod:`helpers.resume`) start their children with
-:func:`start` and end them with :func:`kill_group` and :func:`stop_group`; the benchmark and the
-time capsule run theirs to the end with :func:`run`. So every child gets the same
-environment policy, its own process group (a kill reaches anything it started), and
-one ``atexit`` hook stops whatever still runs and then runs the registered clean-ups
-(scratch folders). :func:`final_exception` and :func:`error_summary` read the error
-out of a child's log, and :func:`load_script` imports a script a lesson wrote into this process.
+Why: device variables, the replica count and the Keras backend are fixed once per process, so
+lessons show each configuration in a new one (:func:`run_python`). Every child gets the same
+environment (:func:`child_env`) and its own process group; a :class:`Child` is killed at exit.
 """
 
 from __future__ import annotations
@@ -32,21 +24,17 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 
 from .checks import positive_int, positive_number
 
-#: Settings that configure *this* process only; a child never inherits them (lesson 08's kernel runs
-#: KERAS_BACKEND=jax, a worker's TF_CONFIG names one task), unless the caller passes them again.
+#: Settings of *this* process only (lesson 08's KERAS_BACKEND=jax, a worker's TF_CONFIG): never inherited.
 PARENT_ONLY = ("KERAS_BACKEND", "XLA_FLAGS", "TF_CONFIG")
-#: Device selection, read once when CUDA starts. Launchers pass it on (a learner's choice of GPUs holds
-#: for the workers too); run_python's fresh-process demonstrations (lesson 02) start without it.
+#: Device selection: launchers pass it on to workers; run_python's fresh processes (lesson 02) start without it.
 DEVICE_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 
 def child_env(env: Optional[Mapping[str, str]] = None, *, fresh_devices: bool = False) -> dict[str, str]:
-    """The environment of a child process: the one policy for every process the course starts.
+    """This environment without :data:`PARENT_ONLY` (and :data:`DEVICE_VARS` if ``fresh_devices``), then ``env``.
 
-    This process's environment without :data:`PARENT_ONLY` (and :data:`DEVICE_VARS` when
-    ``fresh_devices``), with TensorFlow's log level 2 unless set, unbuffered output, and plain
-    (uncoloured) tracebacks - ipykernel sets ``FORCE_COLOR``, and Python 3.13 then colours the
-    exception lines the launchers read from logs. ``env`` is applied last and wins.
+    TF's log level 2 unless set, unbuffered output, and uncoloured tracebacks (ipykernel sets
+    ``FORCE_COLOR``, and Python 3.13 then colours the exception lines read from logs).
     """
     drop = PARENT_ONLY + (DEVICE_VARS if fresh_devices else ())
     out = {k: v for k, v in os.environ.items() if k not in drop}
@@ -72,9 +60,9 @@ def check_command(command: Union[str, os.PathLike, Sequence[str]]) -> list[str]:
     return command
 
 
-# ---- start, stop, track and clean up children ------------------------------------------------
+# ---- start, stop and clean up children ------------------------------------------------------
 
-_LIVE: "weakref.WeakSet" = weakref.WeakSet()          # launchers with a .stop() method
+_LIVE: "weakref.WeakSet[Child]" = weakref.WeakSet()   # children still to stop at exit
 _AT_EXIT: list[Callable[[], None]] = []
 _PRCTL = None
 if sys.platform.startswith("linux"):
@@ -89,33 +77,7 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec: keep
         _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the kernel kills the child if its launcher dies
 
 
-def _popen(argv: Sequence[str], env: Mapping[str, str], die_with_parent: bool, **kwargs) -> subprocess.Popen:
-    if not argv:
-        raise ValueError("argv must name a program")
-    # A new session: the child leads its own process group, so kill_group reaches what it starts.
-    # die_with_parent needs a preexec_fn, i.e. a fork that runs the parent's at-fork hooks (JAX warns).
-    return subprocess.Popen(list(argv), env=dict(env), stdin=subprocess.DEVNULL, start_new_session=True,
-                            preexec_fn=_die_with_parent if die_with_parent else None, **kwargs)
-
-
-def start(argv: Sequence[str], log_path: Union[str, Path], env: Mapping[str, str], *,
-          die_with_parent: bool = True) -> subprocess.Popen:
-    """Start ``argv`` in its own process group, output (stdout and stderr) to ``log_path``, no stdin.
-
-    ``die_with_parent``: the kernel kills the child when this process dies (Linux), so a
-    crashed notebook kernel leaves no worker behind.
-    """
-    with open(log_path, "wb") as log:
-        return _popen(argv, env, die_with_parent, stdout=log, stderr=subprocess.STDOUT)
-
-
-def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> bool:
-    """Send ``sig`` to the process group of ``proc`` while ``proc`` runs; True if it was sent.
-
-    False: ``proc`` had already exited by itself (the caller checks its exit code).
-    """
-    if proc.poll() is not None:
-        return False
+def _signal_group(proc: subprocess.Popen, sig: int) -> bool:
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -123,21 +85,67 @@ def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> bool:
     return True
 
 
-def stop_group(proc: subprocess.Popen, timeout: float = 10) -> Optional[int]:
-    """``SIGKILL`` the process group of ``proc``, reap ``proc``, return its exit code. Idempotent.
+def _popen(argv: Sequence[str], env: Mapping[str, str], die_with_parent: bool, **kwargs) -> subprocess.Popen:
+    if not argv:
+        raise ValueError("argv must name a program")
+    # A new session: the child leads its own process group, so a kill reaches what it starts.
+    # die_with_parent needs a preexec_fn, i.e. a fork that runs the parent's at-fork hooks (JAX warns).
+    return subprocess.Popen(list(argv), env=dict(env), stdin=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=_die_with_parent if die_with_parent else None, **kwargs)
 
-    The group is signalled even after ``proc`` exited: what it started may still run there
-    (a group lives on while any member does, and its id is not reused meanwhile).
-    None if ``proc`` did not exit within ``timeout`` s (a process in uninterruptible sleep).
+
+class Child:
+    """``argv`` started in its own process group, output (stdout and stderr) to ``log_path``, no stdin.
+
+    The kernel kills it when this process dies (Linux), and :func:`stop_all` at exit, so a crashed
+    or finished notebook leaves no worker behind.
     """
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:  # pragma: no cover - uninterruptible sleep
-        return None
+
+    def __init__(self, argv: Sequence[str], log_path: Union[str, Path], env: Mapping[str, str]):
+        self.log_path = Path(log_path)
+        with open(self.log_path, "wb") as log:
+            self.proc = _popen(argv, env, True, stdout=log, stderr=subprocess.STDOUT)
+        self.stopped = False  # True once stop() ended it while it ran
+        _LIVE.add(self)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> Optional[int]:
+        """None while it runs, ``-9`` after a ``SIGKILL``."""
+        return self.proc.poll()
+
+    def log(self, raw: bool = False) -> str:
+        """Its output so far; TensorFlow's C++ log lines and colour codes removed unless ``raw``."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return text if raw else strip_noise(text)
+
+    def kill(self, sig: int = signal.SIGKILL) -> bool:
+        """Send ``sig`` to its process group while it runs; False if it had already exited by itself."""
+        return self.proc.poll() is None and _signal_group(self.proc, sig)
+
+    def stop(self, timeout: float = 10) -> Optional[int]:
+        """``SIGKILL`` its process group, reap it, return its exit code (None: not reaped in time). Idempotent.
+
+        The group is killed even after the child exited: what it started may still run there.
+        """
+        self.stopped |= self.proc.poll() is None
+        _signal_group(self.proc, signal.SIGKILL)
+        _LIVE.discard(self)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:  # pragma: no cover - uninterruptible sleep
+            return None
+
+    def wait(self, timeout: float) -> int:
+        """Its exit code; after ``timeout`` s it is stopped and ``subprocess.TimeoutExpired`` raised."""
+        try:
+            return self.proc.wait(timeout=positive_number("timeout", timeout, unit="seconds"))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise
 
 
 def run(argv: Sequence[str], env: Mapping[str, str], *, timeout: float, cwd: Union[str, Path, None] = None,
@@ -153,25 +161,14 @@ def run(argv: Sequence[str], env: Mapping[str, str], *, timeout: float, cwd: Uni
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            stop_group(proc)
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
             raise
     return Result(proc.returncode, out, err or "")
 
 
-def track(launcher: object) -> None:
-    """Stop ``launcher`` (anything with ``.stop()``) when this process exits, if it still runs."""
-    if not callable(getattr(launcher, "stop", None)):
-        raise ValueError("a tracked launcher needs a stop() method")
-    _LIVE.add(launcher)
-
-
-def untrack(launcher: object) -> None:
-    """``launcher`` has stopped: nothing to do for it at exit."""
-    _LIVE.discard(launcher)
-
-
 def at_exit(callback: Callable[[], None]) -> None:
-    """Run ``callback`` when this process exits, after every tracked child was stopped."""
+    """Run ``callback`` when this process exits, after every child was stopped."""
     if not callable(callback):
         raise ValueError("callback must be callable")
     if callback not in _AT_EXIT:
@@ -180,35 +177,29 @@ def at_exit(callback: Callable[[], None]) -> None:
 
 @atexit.register
 def stop_all() -> None:
-    """The course's one exit hook: stop every tracked launcher, then run the clean-ups."""
-    for launcher in list(_LIVE):
-        launcher.stop()
+    """The course's one exit hook: stop every child still running, then run the clean-ups."""
+    for child in list(_LIVE):
+        child.stop()
     for callback in list(_AT_EXIT):
         callback()
 
 
 def pid_alive(pid: int) -> bool:
-    """True if process ``pid`` exists and is not a zombie (Linux: reads /proc; elsewhere: kill 0)."""
-    stat = Path(f"/proc/{pid}/stat")
-    if Path("/proc/self/stat").exists():
-        try:
-            return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            return False
-    try:  # pragma: no cover - non-Linux
+    """True if process ``pid`` exists and is not a zombie (a zombie shows in /proc, on Linux)."""
+    try:
         os.kill(pid, 0)
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    except FileNotFoundError:  # no /proc: not Linux, or it exited just now
+        return not Path("/proc/self").exists()
 
 
 # ---- reading a child's log: its final exception ----------------------------------------------
 
-#: Lines of TensorFlow's C++ logging (absl format) hidden from log displays by default.
-#: absl's ``I0000 00:00:...`` (TF 2.21) and the ``2026-12-01 04:46:00.733949: E external/...`` lines TF 2.20
-#: prints before absl is initialised.
+#: TensorFlow's C++ log lines: absl's ``I0000 00:00:...`` (TF 2.21), ``2026-12-01 04:46:00.733949: E ...`` (TF 2.20).
 NOISE_RE = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] "
                       r"|WARNING: All log messages before absl::InitializeLog)")
 #: Terminal colour/style escape sequences (``\x1b[1;35m``...).
@@ -221,24 +212,15 @@ _EXC_END_RE = re.compile(r"^(Traceback \(most recent call last\)|During handling
 
 
 def strip_noise(text: str) -> str:
-    """Drop TensorFlow's C++ log lines (``I0000 ...``, ``W0000 ...``) and ANSI colour codes from ``text``.
-
-    Python 3.13 colours the exception line of a traceback (``\\x1b[1;35mValueError\\x1b[0m: ...``)
-    when ``FORCE_COLOR`` is set, and ipykernel sets it for every process a notebook starts.
-    """
+    """``text`` without TensorFlow's C++ log lines (``I0000 ...``) and colour codes (Python 3.13 under FORCE_COLOR)."""
     return "\n".join(ln for ln in _ANSI_RE.sub("", text).splitlines() if not NOISE_RE.match(ln))
 
 
 def final_exception(log: str) -> str:
-    """The whole final exception of a Python traceback in ``log``: ``ExcType: message``, every line of it.
+    """The final exception in ``log``, every line of it (Keras's ``PerReplica`` errors span hundreds); '' if none.
 
-    A message can span hundreds of lines (Keras prints the per-replica tensors of
-    its ``PerReplica`` error), so this does not stop at the first or look at the last
-    line of the log: it finds the last ``Traceback (most recent call last):``, skips
-    its indented frames and keeps the exception line with everything up to the next
-    traceback, chained-exception banner, ``[worker N]`` line or the end of the log
-    (TF's C++ log lines removed).  Without a traceback, the last line that looks like
-    ``SomeError: ...`` starts it.  Returns ``''`` if there is none.
+    It starts after the frames of the last traceback (else at the last ``SomeError: ...`` line) and
+    ends before the next traceback, chained-exception banner or ``[worker N]`` line.
     """
     lines = strip_noise(log).splitlines()
     start = None
@@ -263,11 +245,8 @@ def final_exception(log: str) -> str:
 
 
 def error_summary(log: str, max_chars: int = 400) -> str:
-    """:func:`final_exception` on one line ('' if none): type, key phrase and how the message ends.
-
-    A message of more than three lines keeps its first and last line, joined by
-    `` ... ``; a line longer than ``max_chars`` loses its middle the same way.
-    """
+    """:func:`final_exception` on one line: first and last line of a longer message, joined by `` ... ``, and
+    a middle cut the same way from a line over ``max_chars``; '' if none."""
     positive_int("max_chars", max_chars, minimum=20)
     body = [" ".join(ln.split()) for ln in final_exception(log).splitlines()]
     body = [ln for ln in body if ln]
@@ -295,22 +274,15 @@ class Result:
 
 
 def run_python(code: str, env: Optional[Mapping[str, str]] = None, timeout: float = 120,
-               echo: bool = True, quiet_tf: bool = True) -> Result:
-    """Run ``code`` (dedented) with ``sys.executable`` in a new process.
+               echo: bool = True) -> Result:
+    """Run ``code`` (dedented) in a fresh Python process: :func:`child_env` plus ``env``, without this process's
+    backend, XLA, TF_CONFIG and CUDA device variables, ``TF_CPP_MIN_LOG_LEVEL=3`` unless ``env`` sets it.
 
-    Args:
-        code: Python source.
-        env: variables to set for the child on top of :func:`child_env` (a fresh process:
-            without this process's backend, XLA, TF_CONFIG and CUDA device variables).
-        timeout: seconds before the child is killed (``subprocess.TimeoutExpired``).
-        echo: print the child's stdout (and a compact stderr tail on failure).
-        quiet_tf: set ``TF_CPP_MIN_LOG_LEVEL=3`` unless ``env`` says otherwise.
+    ``echo`` prints its stdout (and on failure its error); ``subprocess.TimeoutExpired`` after ``timeout`` s.
     """
     if not isinstance(code, str) or not code.strip():
         raise ValueError("code must be a non-empty string of Python source")
-    extra = dict(env or {})
-    if quiet_tf:
-        extra.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    extra = {"TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
     # No die-with-parent hook: it would make every JAX kernel (lessons 08, 10) warn about os.fork().
     result = run([sys.executable, "-c", textwrap.dedent(code)], child_env(extra, fresh_devices=True),
                  timeout=timeout, die_with_parent=False)
@@ -323,12 +295,8 @@ def run_python(code: str, env: Optional[Mapping[str, str]] = None, timeout: floa
 
 
 def load_script(path: Union[str, Path]) -> ModuleType:
-    """Import the Python file ``path`` as a module (its ``if __name__ == "__main__":`` part does not run).
-
-    Why: lessons write scripts with ``%%writefile`` (06's benchmark, 09's input module); the kernel
-    imports that very file - one source of truth for the kernel and the processes that run it.
-    The script's folder is searched first for its own imports (as ``python path`` does), and
-    modules imported from that folder before are imported afresh, so an edited file counts.
+    """Import the script ``path`` a lesson wrote (not its ``__main__`` part): the kernel uses the very file its
+    processes run. Its folder is searched first for its imports, and modules from there are imported afresh.
     """
     path = Path(path).resolve()
     if path.suffix != ".py" or not path.is_file():

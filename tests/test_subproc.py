@@ -1,5 +1,10 @@
 """helpers.subproc: child processes (environment, start, stop, run), their errors, and load_script."""
 
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
 from helpers import subproc
@@ -46,45 +51,44 @@ def test_child_env_is_the_one_policy(monkeypatch):
 
 def test_one_exit_hook_stops_children_then_cleans_up(tmp_path):
     code = f"""
-import sys, time
+import sys
 from pathlib import Path
 from helpers import subproc
 
-class Launcher:
-    def __init__(self):
-        self.proc = subproc.start([sys.executable, "-c", "import time; time.sleep(60)"],
-                                  {str(tmp_path / 'child.log')!r}, subproc.child_env())
-        subproc.track(self)
-    def stop(self):
-        self.proc.kill(); self.proc.wait()
-        Path({str(tmp_path / 'order')!r}).open("a").write("stopped\\n")
-
-L = Launcher()
-print(L.proc.pid, flush=True)
-subproc.at_exit(lambda: Path({str(tmp_path / 'order')!r}).open("a").write("cleaned\\n"))
+child = subproc.Child([sys.executable, "-c", "import time; time.sleep(60)"], {str(tmp_path / 'child.log')!r},
+                      subproc.child_env())
+print(child.pid, flush=True)
+subproc.at_exit(lambda: Path({str(tmp_path / 'order')!r}).write_text(f"cleaned after exit {{child.returncode}}"))
 """
-    import os
-    import subprocess
-    import sys
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    pid = int(r.stdout.split()[0])
-    assert (tmp_path / "order").read_text() == "stopped\ncleaned\n"
-    try:
-        os.kill(pid, 0)
-        alive = True
-    except ProcessLookupError:
-        alive = False
-    assert not alive
+    assert (tmp_path / "order").read_text() == "cleaned after exit -9"   # the child was stopped first
+    assert not subproc.pid_alive(int(r.stdout.split()[0]))
 
 
-def test_bad_launcher_arguments():
-    with pytest.raises(ValueError):
-        subproc.track(object())
+def test_a_child_logs_dies_with_its_group_and_says_how_it_ended(tmp_path):
+    script = "import subprocess, sys, time; print('kid', subprocess.Popen([sys.executable, '-c', " \
+             "'import time; time.sleep(60)']).pid, flush=True); time.sleep(60)"
+    child = subproc.Child([sys.executable, "-c", script], tmp_path / "c.log", subproc.child_env())
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.wait(timeout=1.5)                       # the child is stopped, its group killed
+    assert child.returncode == -signal.SIGKILL and child.stopped and child.stop() == -signal.SIGKILL
+    kid = int(child.log().split()[1])
+    deadline = time.time() + 5
+    while subproc.pid_alive(kid) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not subproc.pid_alive(kid) and not child.kill()        # nothing left to signal
+    done = subproc.Child([sys.executable, "-c", "print('I0000 00:00:17.553183 1 x.cc:1] noise'); print('hi')"],
+                         tmp_path / "d.log", subproc.child_env())
+    assert done.wait(timeout=60) == 0 and not done.stopped
+    assert done.log() == "hi" and "noise" in done.log(raw=True)
+
+
+def test_bad_child_arguments(tmp_path):
     with pytest.raises(ValueError):
         subproc.at_exit("not callable")
     with pytest.raises(ValueError):
-        subproc.start([], "/tmp/x.log", {})
+        subproc.Child([], tmp_path / "x.log", {})
 
 
 def test_load_script_imports_without_running_main(tmp_path):
