@@ -1,13 +1,7 @@
-"""The input pipeline: the most common reason extra GPUs sit idle.
+"""Lesson 06's input-pipeline plumbing: a pipeline slow on purpose, a counter of its slow calls, the plot.
 
-Why: a replica can only compute as fast as batches arrive.  When preparing a
-batch (decoding JPEGs, augmenting, Python code) takes longer than a training
-step, more GPUs only wait longer.  ``Dataset.cache()`` does the expensive work
-once, ``Dataset.prefetch()`` prepares the next batch while the current one
-trains.  Lesson 06 writes both and the timed ``fit`` calls in its cells; this
-module holds the plumbing: a pipeline made slow on purpose (:func:`make_pipeline`
-with ``delay_s``), a counter of how often the slow function really ran (a
-number that does not depend on the machine's speed) and the plot.
+Why: a replica computes only as fast as batches arrive; the lesson's cells add ``cache()`` and
+``prefetch()`` and time ``fit``.  The counter gives a number that does not depend on the machine's speed.
 """
 
 from __future__ import annotations
@@ -35,13 +29,9 @@ class CallCounter:
 
 
 def make_pipeline(x, y, batch_size: int, delay_s: float = 0.0, counter: CallCounter | None = None):
-    """``(x, y)`` batched, then a map that sleeps ``delay_s`` per batch.
+    """``(x, y)`` batched (no shuffling), then a map that sleeps ``delay_s`` per batch in ``tf.py_function``.
 
-    The sleep stands in for expensive per-batch work in Python (decoding,
-    augmentation); it runs in ``tf.py_function`` and leaves the data unchanged.
-    ``counter.calls`` counts how many times it ran.  Add ``.cache()`` (after the
-    expensive map, so its result is cached) and ``.prefetch(tf.data.AUTOTUNE)`` last
-    yourself: that is the lesson.  No shuffling, so every epoch has identical batches.
+    The sleep stands in for expensive per-batch work in Python; ``counter.calls`` counts how often it ran.
     """
     positive_int("batch_size", batch_size)
     nonneg_number("delay_s", delay_s, unit="seconds")
@@ -53,8 +43,7 @@ def make_pipeline(x, y, batch_size: int, delay_s: float = 0.0, counter: CallCoun
 
     def _slow_work(_):
         counter.add()
-        if delay_s:
-            time.sleep(delay_s)
+        time.sleep(delay_s)
         return 0
 
     def _prepare(xb, yb):

@@ -1,14 +1,7 @@
-"""Global batch and learning-rate scaling: the plot of lesson 06's sweep.
+"""The plot of lesson 06's global-batch and learning-rate sweep (the lesson's cells run the sweep).
 
-Why: with a fixed batch per replica, every extra GPU makes the *global* batch
-bigger, so an epoch has fewer optimizer steps.  With the same learning rate the
-model then learns less per epoch; the linear scaling rule (Goyal et al. 2017,
-"Accurate, Large Minibatch SGD") multiplies the learning rate by the same
-factor as the batch to compensate.  Lesson 06 writes the sweep itself (its
-``fit`` calls are the lesson); :func:`plot_sweep` only draws its rows.
-
-The batch arithmetic (``global_batch_size``, ``scale_learning_rate``) lives in
-:mod:`helpers.replica_checks`.
+Why: every extra GPU makes the global batch bigger and an epoch shorter in steps; the plot shows how much
+the linear scaling rule (learning rate x batch growth, Goyal et al. 2017) gives back.
 """
 
 from __future__ import annotations
@@ -17,10 +10,9 @@ from typing import Sequence
 
 
 def plot_sweep(rows: Sequence[dict], ax=None):
-    """Accuracy against global batch size, one line with the fixed LR and one with the scaled LR.
+    """Accuracy against global batch, one line with the same LR and one with the scaled LR; returns the Axes.
 
-    ``rows``: dicts with ``batch``, ``accuracy`` and ``lr_scaled`` (bool), one per run; the
-    base batch (the smallest) has only the unscaled run and is on both lines.  Returns the Axes.
+    ``rows``: one dict per run with ``batch``, ``accuracy`` and ``lr_scaled``; the base (smallest) batch is on both.
     """
     rows = list(rows)
     if not rows or not all({"batch", "accuracy", "lr_scaled"} <= set(r) for r in rows):

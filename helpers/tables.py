@@ -1,8 +1,4 @@
-"""Plain-text tables for notebook output (no pandas needed).
-
-Why: lessons print small tables - devices, memory per device, nvidia-smi rows -
-and they must read the same in Jupyter, in CI logs and in a terminal.
-"""
+"""Plain-text tables (no pandas): lessons' small tables read the same in Jupyter, CI logs and a terminal."""
 
 from __future__ import annotations
 
@@ -20,19 +16,13 @@ def _cell(value: object) -> str:
 
 
 def format_table(rows: Iterable[Mapping[str, object]], columns: Optional[Sequence[str]] = None) -> str:
-    """Render dict rows as an aligned text table (numbers right-aligned, None as '-').
+    """Dict rows as an aligned text table: numbers right-aligned, None and missing keys as '-'.
 
-    Args:
-        rows: dicts; missing keys print as '-'.
-        columns: column order; default: the keys of the rows in first-seen order.
-
-    Raises:
-        ValueError: a row is not a mapping, or there are no columns to show.
+    ``columns``: the column order (default: the rows' keys in first-seen order).
     """
     rows = list(rows)
-    for r in rows:
-        if not isinstance(r, Mapping):
-            raise ValueError(f"each row must be a dict, got {type(r).__name__}")
+    if not all(isinstance(r, Mapping) for r in rows):
+        raise ValueError(f"each row must be a dict, got {[type(r).__name__ for r in rows]}")
     if columns is None:
         columns = []
         for r in rows:

@@ -28,12 +28,10 @@ def test_mixed_policy_refuses_bad_input(bad):
         precision.mixed_policy(bad)
 
 
-def test_capabilities_from_jax_and_tf_descriptions():
+def test_capabilities_from_jax_devices():
     jax_devices = [SimpleNamespace(platform="gpu", compute_capability="7.5"),
                    SimpleNamespace(platform="gpu", compute_capability="8.0"), SimpleNamespace(platform="cpu")]
     assert precision.jax_capabilities(jax_devices) == [T4, A100, None]
-    tf_details = [{"device_name": "Tesla T4", "compute_capability": (7, 5)}, {}]
-    assert precision.tf_capabilities(tf_details) == [T4, None]
-    for bad in ("7", "x.y", (7, 5, 0), 7.5):
+    for bad in ("7", "x.y", "7.5.0", "-7.5"):
         with pytest.raises(ValueError, match="compute capability"):
-            precision.parse_capability(bad)
+            precision.jax_capabilities([SimpleNamespace(platform="gpu", compute_capability=bad)])

@@ -11,10 +11,9 @@ from keras.models import Sequential
 from keras.utils import training_utils
 from keras.utils.training_utils import multi_gpu_model  # the blog's import
 
-from capsule_common import banner, fake_gpus
+from capsule_common import prepare
 
-banner()
-fake_gpus(training_utils)
+prepare(training_utils)  # versions, faked GPUs
 
 with tf.device("/cpu:0"):  # the template model lives on the CPU, as the Keras docs advised
     model = Sequential([Dense(16, activation="relu", input_shape=(8,)),

@@ -1,8 +1,6 @@
 """Which GPUs does the CUDA driver see in this process?  Prints one ``CUDA_PROBE {json}`` line.
 
-Run in a fresh process by :func:`helpers.gpus.probe_cuda` (lesson 02): it loads the CUDA driver
-with ctypes (no TensorFlow, ~50 ms), calls ``cuInit`` and lists the devices it reports, after
-``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER`` were applied.  Standard library only.
+:func:`helpers.gpus.probe_cuda` runs it in a fresh process: the driver via ctypes, no TensorFlow.
 """
 
 import ctypes
