@@ -1,18 +1,9 @@
 """Keep TensorFlow's harmless start-up lines out of the notebook, and show everything else.
 
-Why: on a machine without a GPU, ``import tensorflow`` and the first device query
-print lines from C++ straight to file descriptor 2, before TensorFlow's own
-log settings apply (TF 2.21 prints them even with ``TF_CPP_MIN_LOG_LEVEL=3``)::
-
-    WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
-    I0000 ... cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.
-    E0000 ... cuda_platform.cc:52] failed call to cuInit: ... UNKNOWN ERROR (303)
-
-JupyterLab shows them as red boxes in every Setup cell, although nothing is wrong.
-:func:`filtered_native_stderr` captures descriptor 2 around that start-up, drops
-exactly these known lines, and writes every other line back to stderr, so a real
-problem is never hidden. TROUBLESHOOTING.md explains the lines for anyone who
-meets them elsewhere (a script, a subprocess's log).
+Why: without a GPU, ``import tensorflow`` prints lines from C++ straight to file descriptor 2 (even
+with ``TF_CPP_MIN_LOG_LEVEL=3`` on TF 2.21), and JupyterLab shows them as red boxes although nothing is
+wrong. This drops exactly the known lines and writes every other line back, so no real problem is
+hidden; TROUBLESHOOTING.md explains the lines.
 """
 
 from __future__ import annotations
@@ -24,7 +15,7 @@ import sys
 import tempfile
 import threading
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Iterator
 
 #: Start-up lines that carry no information on a machine without a usable GPU.
 HARMLESS = (
@@ -48,19 +39,19 @@ def harmless_patterns() -> tuple[str, ...]:
     return HARMLESS + (HARMLESS_WITHOUT_DRIVER if shutil.which("nvidia-smi") is None else ())
 
 
-def keep_lines(text: str, patterns: Sequence[str]) -> str:
-    """``text`` without the lines that match any of ``patterns``."""
-    if isinstance(patterns, str):
-        raise ValueError("patterns must be a sequence of regex strings, not one string")
-    compiled = [re.compile(p) for p in patterns]
-    return "".join(ln for ln in text.splitlines(keepends=True) if not any(c.search(ln) for c in compiled))
+def _harmless_re() -> re.Pattern:
+    return re.compile("|".join(f"(?:{p})" for p in harmless_patterns()))
+
+
+def keep_lines(text: str) -> str:
+    """``text`` without the lines that match one of :func:`harmless_patterns`."""
+    harmless = _harmless_re()
+    return "".join(ln for ln in text.splitlines(keepends=True) if not harmless.search(ln))
 
 
 @contextmanager
-def filtered_native_stderr(patterns: Sequence[str] | None = None) -> Iterator[None]:
-    """Capture file descriptor 2 inside the block; afterwards re-emit it without the harmless lines."""
-    patterns = harmless_patterns() if patterns is None else patterns
-    keep_lines("", patterns)  # validates patterns before touching descriptors
+def filtered_native_stderr() -> Iterator[None]:
+    """Capture file descriptor 2 inside the block; afterwards write it back without the harmless lines."""
     sys.stderr.flush()
     with tempfile.TemporaryFile(mode="w+b") as sink:
         saved = os.dup(2)
@@ -72,31 +63,23 @@ def filtered_native_stderr(patterns: Sequence[str] | None = None) -> Iterator[No
             os.dup2(saved, 2)
             os.close(saved)
             sink.seek(0)
-            rest = keep_lines(sink.read().decode("utf-8", "replace"), patterns)
-            if rest:
-                sys.stderr.write(rest)
-                sys.stderr.flush()
+            sys.stderr.write(keep_lines(sink.read().decode("utf-8", "replace")))
+            sys.stderr.flush()
 
 
 _pump: "threading.Thread | None" = None
 
 
-def install_native_filter(patterns: Sequence[str] | None = None) -> bool:
-    """Filter file descriptor 2 for the rest of the process: harmless lines dropped, all others passed on.
+def install_native_filter() -> bool:
+    """Filter file descriptor 2 for the rest of the process: TF logs from C++ at any time, not only at start-up.
 
-    TensorFlow and XLA log from C++ at any time, not only at start-up (TF 2.20 prints
-    ``W0000 ... loop_optimizer.cc ...`` notes and the absl line again in the middle of a
-    lesson). In a notebook kernel, descriptor 2 is what JupyterLab shows as red boxes.
-    This routes descriptor 2 through a pipe; a daemon thread forwards every complete
-    line that matches none of ``patterns`` to the original descriptor. Returns False
-    (and does nothing) when already installed.
+    Descriptor 2 goes through a pipe; a daemon thread forwards every complete line that is not
+    harmless to the original descriptor. False (and nothing done) when already installed.
     """
     global _pump
-    patterns = harmless_patterns() if patterns is None else tuple(patterns)
-    keep_lines("", patterns)
     if _pump is not None:
         return False
-    compiled = [re.compile(p) for p in patterns]
+    harmless = _harmless_re()
     read_end, write_end = os.pipe()
     original = os.dup(2)
     sys.stderr.flush()
@@ -105,13 +88,9 @@ def install_native_filter(patterns: Sequence[str] | None = None) -> bool:
 
     def pump() -> None:
         pending = b""
-        while True:
-            chunk = os.read(read_end, 65536)
-            if not chunk:
-                break
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            kept = [ln for ln in lines if not any(c.search(ln.decode("utf-8", "replace")) for c in compiled)]
+        while chunk := os.read(read_end, 65536):
+            *lines, pending = (pending + chunk).split(b"\n")
+            kept = [ln for ln in lines if not harmless.search(ln.decode("utf-8", "replace"))]
             if kept:
                 os.write(original, b"\n".join(kept) + b"\n")
         if pending:
