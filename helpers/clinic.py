@@ -1,14 +1,12 @@
 """Plumbing for lesson 09 (the debugging clinic): record updates, flatten gradients, count bytes, read logs.
 
-Why: the lesson measures every failure instead of asserting it.  Measuring needs a
-few small tools that are not what the lesson teaches - a callback that records the
-weights after every step, a gradient flattened into one vector, the bytes a batch
-of activations takes, the tagged lines of a worker log.  They live here so that the
-notebook's cells show only the TensorFlow and Keras calls under study.
+Why: the lesson measures every failure; these small measuring tools are not what it teaches, so its
+cells show only the TensorFlow and Keras calls under study.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Iterable, Sequence
 
@@ -23,10 +21,8 @@ TAG_RE = re.compile(r"^\[worker (\d+)\] ")
 def flat(values: Iterable[Any]) -> "Any":
     """One float64 numpy vector from a list of weights/gradients (arrays, tensors or variables).
 
-    ``None`` entries (a variable without gradient) raise ``ValueError``: a missing
-    gradient is a bug to report, not a zero to hide.
+    A ``None`` entry (a variable without gradient) is a ``ValueError``: a bug to report, not a zero to hide.
     """
-
     parts = []
     for i, v in enumerate(values):
         if v is None:
@@ -38,81 +34,61 @@ def flat(values: Iterable[Any]) -> "Any":
     return np.concatenate(parts)
 
 
-def _callback_base():
-    import keras
-
-    return keras.callbacks.Callback
-
-
-class _WeightStepsMixin:
-    """See :func:`weight_steps`."""
-
-    def on_train_begin(self, logs=None):
-        self.weights_seen = [flat(self.model.get_weights())]
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.weights_seen.append(flat(self.model.get_weights()))
-
-    @property
-    def updates(self):
-        """One row per training step: the weights after the step minus the weights before it."""
-
-        if len(getattr(self, "weights_seen", [])) < 2:
-            raise ValueError("no training step recorded yet: pass this callback to fit() first")
-        return np.diff(np.array(self.weights_seen), axis=0)
-
-
 def weight_steps():
     """A Keras callback that records all weights (flattened) before training and after every batch.
 
     ``cb.updates[i]`` is the change made by step ``i``; with plain ``SGD(learning_rate=lr)``
     that is ``-lr * gradient``, so two runs can be compared step by step.
     """
-    cls = type("WeightSteps", (_WeightStepsMixin, _callback_base()), {})
-    return cls()
+    import keras  # here: helpers.exercises imports this module, and must start no framework
+
+    class WeightSteps(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self.weights_seen = [flat(self.model.get_weights())]
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.weights_seen.append(flat(self.model.get_weights()))
+
+        @property
+        def updates(self):
+            """One row per training step: the weights after the step minus the weights before it."""
+            if len(getattr(self, "weights_seen", [])) < 2:
+                raise ValueError("no training step recorded yet: pass this callback to fit() first")
+            return np.diff(np.array(self.weights_seen), axis=0)
+
+    return WeightSteps()
 
 
-def activation_bytes(model, batch: int, bytes_per_value: int = 4) -> int:
-    """Bytes that the outputs of every layer of ``model`` take for ``batch`` rows (forward pass only).
+def activation_bytes(model, batch: int) -> int:
+    """Bytes (float32) the outputs of every layer of ``model`` take for ``batch`` rows.
 
-    The backward pass keeps these activations alive until the gradients are computed,
-    so this is a lower bound of the memory one replica needs for one step on top of
-    its weights, gradients and optimizer state.
+    The backward pass keeps them until the gradients are computed: a lower bound of what one replica
+    needs for one step, on top of its weights, gradients and optimizer state.
     """
     positive_int("batch", batch)
-    positive_int("bytes_per_value", bytes_per_value)
     layers = getattr(model, "layers", None)
     if not layers:
         raise ValueError("model has no layers (build it with an Input first)")
     per_row = 0
     for layer in layers:
         shape = tuple(layer.output.shape)[1:]
-        n = 1
-        for d in shape:
-            if d is None:
-                raise ValueError(f"layer {layer.name} has an unknown dimension in {shape}")
-            n *= int(d)
-        per_row += n
-    return per_row * batch * bytes_per_value
+        if None in shape:
+            raise ValueError(f"layer {layer.name} has an unknown dimension in {shape}")
+        per_row += math.prod(shape)
+    return per_row * batch * 4
 
 
 def tagged_lines(log: str, worker: "int | None" = None) -> list[str]:
     """The ``[worker N] ...`` lines of a log (all workers, or only ``worker``), TensorFlow's noise left out."""
     if worker is not None:
         nonneg_int("worker", worker, why="or None: every worker")
-    out = []
-    for line in log.splitlines():
-        m = TAG_RE.match(line)
-        if m and (worker is None or int(m.group(1)) == worker):
-            out.append(line)
-    return out
+    return [ln for ln in log.splitlines() if (m := TAG_RE.match(ln)) and worker in (None, int(m.group(1)))]
 
 
 def between(log: str, start: str, end: "str | None" = None) -> str:
-    """The part of ``log`` after the first line containing ``start`` and before the next containing ``end``.
+    """The lines of ``log`` after the first containing ``start`` and before the next containing ``end``.
 
-    Used to tell which step of a worker script printed a (C++) log line: the script
-    prints a marker before each step, and TensorFlow's lines land in between.
+    A worker script prints a marker before each step, so this tells which step printed a C++ log line.
     """
     if not start:
         raise ValueError("start must be a non-empty string")
@@ -121,9 +97,7 @@ def between(log: str, start: str, end: "str | None" = None) -> str:
         i = next(k for k, ln in enumerate(lines) if start in ln)
     except StopIteration:
         raise ValueError(f"no line contains {start!r}") from None
-    j = len(lines)
-    if end:
-        j = next((k for k in range(i + 1, len(lines)) if end in lines[k]), len(lines))
+    j = next((k for k in range(i + 1, len(lines)) if end and end in lines[k]), len(lines))
     return "\n".join(lines[i + 1:j])
 
 
@@ -137,7 +111,6 @@ def steps_per_worker(make_batches, n_workers: int, **kwargs) -> list[int]:
 
 def ratio(a: Sequence[float], b: Sequence[float]) -> float:
     """``|a| / |b|`` for two vectors (e.g. a gradient against the one-device gradient)."""
-
     nb = float(np.linalg.norm(np.asarray(b, dtype="float64")))
     if nb == 0.0:
         raise ValueError("the reference vector b is zero")

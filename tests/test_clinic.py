@@ -41,13 +41,10 @@ def test_activation_bytes_counts_every_layer_output():
                               keras.layers.Flatten(), keras.layers.Dense(3)])
     per_row = 4 * 4 * 2 + 32 + 3
     assert clinic.activation_bytes(model, 1) == per_row * 4
-    assert clinic.activation_bytes(model, 10, bytes_per_value=2) == per_row * 10 * 2
     assert clinic.activation_bytes(model, 64) == 2 * clinic.activation_bytes(model, 32)
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="batch"):
             clinic.activation_bytes(model, bad)
-    with pytest.raises(ValueError, match="bytes_per_value"):
-        clinic.activation_bytes(model, 1, bytes_per_value=0)
     with pytest.raises(ValueError, match="no layers"):
         clinic.activation_bytes(object(), 1)
 
