@@ -64,9 +64,8 @@ class GpuInfo:
     @property
     def memory_free_mib(self) -> Optional[int]:
         """Total minus used memory, or None when either is unknown."""
-        if self.memory_used_mib is None or self.memory_total_mib is None:
-            return None
-        return self.memory_total_mib - self.memory_used_mib
+        used, total = self.memory_used_mib, self.memory_total_mib
+        return None if used is None or total is None else total - used
 
     def as_row(self) -> dict:
         """A dict for :func:`helpers.tables.format_table`."""
@@ -76,11 +75,9 @@ class GpuInfo:
 
 
 def _mib(value: str, column: str, lineno: int) -> Optional[int]:
-    text = value.strip()
+    text = value.removesuffix("MiB").strip()
     if text in ("N/A", "[N/A]", "[Not Supported]", ""):
         return None
-    if text.endswith("MiB"):
-        text = text[:-3].strip()
     if not text.isdigit():
         raise ValueError(f"line {lineno}: {column} should be a number of MiB like '1024 MiB', got {value!r}")
     return int(text)
@@ -103,32 +100,21 @@ def parse_nvidia_smi_csv(text: str) -> list[GpuInfo]:
             f"line {header_no}: {header.strip()[:80]!r} is not the header of "
             "'nvidia-smi --query-gpu=index,... --format=csv' output (no 'index' column; "
             "did you pass --format=csv,noheader, or did nvidia-smi print an error?)")
-    if len(set(columns)) != len(columns):
-        raise ValueError(f"line {header_no}: repeated column in header {columns}")
     rows: list[GpuInfo] = []
-    seen: set[int] = set()
     for lineno, line in lines[1:]:
         values = [v.strip() for v in line.split(",")]
         if len(values) != len(columns):
             raise ValueError(f"line {lineno}: expected {len(columns)} comma-separated fields "
                              f"({', '.join(columns)}), got {len(values)}: {line.strip()[:80]!r}")
-        kwargs: dict = {}
-        for column, value in zip(columns, values):
-            key = _FIELDS.get(column)
-            if key is None:
-                continue
-            if key == "index":
-                if not value.isdigit():
-                    raise ValueError(f"line {lineno}: index should be a whole number, got {value!r}")
-                kwargs[key] = int(value)
-            elif key.startswith("memory_"):
-                kwargs[key] = _mib(value, column, lineno)
-            else:
-                kwargs[key] = value
-        if kwargs["index"] in seen:
-            raise ValueError(f"line {lineno}: GPU index {kwargs['index']} appears twice")
-        seen.add(kwargs["index"])
-        rows.append(GpuInfo(**kwargs))
+        row = {_FIELDS[c]: v for c, v in zip(columns, values) if c in _FIELDS}
+        if not row["index"].isdigit():
+            raise ValueError(f"line {lineno}: index should be a whole number, got {row['index']!r}")
+        if int(row["index"]) in [r.index for r in rows]:
+            raise ValueError(f"line {lineno}: GPU index {row['index']} appears twice")
+        for key in ("memory_used_mib", "memory_total_mib"):
+            if key in row:
+                row[key] = _mib(row[key], key, lineno)
+        rows.append(GpuInfo(**{**row, "index": int(row["index"])}))
     return rows
 
 
@@ -161,7 +147,7 @@ def visible_gpu_ids(value: Optional[str] = None, gpus: Optional[Sequence[GpuInfo
     """
     value = os.environ.get("CUDA_VISIBLE_DEVICES") if value is None else value
     if gpus is None:
-        text, _ = read_nvidia_smi() if shutil.which("nvidia-smi") else (None, "")
+        text, _ = read_nvidia_smi()
         gpus = parse_nvidia_smi_csv(text) if text else []
     entries = parse_cuda_visible_devices(value)
     if entries is None:
@@ -174,9 +160,7 @@ def visible_gpu_ids(value: Optional[str] = None, gpus: Optional[Sequence[GpuInfo
 
 def normalize_bus_id(bus_id: str) -> str:
     """``00000000:1A:00.0`` (nvidia-smi) and ``0000:1a:00.0`` (CUDA) -> ``0000:1a:00.0``."""
-    if not isinstance(bus_id, str):
-        raise ValueError(f"PCI bus id must be a string, got {bus_id!r}")
-    m = re.fullmatch(r"\s*([0-9a-fA-F]+):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*", bus_id)
+    m = re.fullmatch(r"\s*([0-9a-fA-F]+):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*", str(bus_id))
     if not m:
         raise ValueError(f"not a PCI bus id like '00000000:1A:00.0': {bus_id!r}")
     domain, bus, dev, fn = m.groups()
