@@ -1,9 +1,8 @@
 """Argument checks: a clear ``ValueError`` naming the argument and what it takes.
 
-Why: a learner who passes ``2.0`` replicas or ``True`` as a batch size should read which
-argument is wrong and what it takes, not a ``TypeError`` from deep inside TensorFlow.
-``bool`` is refused where an int is asked for, although Python counts it as one.
-Each check returns the value, so ``n = positive_int("n", n)`` reads as one step.
+Why: a learner who passes ``2.0`` replicas or ``True`` as a batch size should read which argument is
+wrong, not a ``TypeError`` from deep inside TensorFlow (``bool`` counts as an int in Python, not here).
+Each check returns the value: ``n = positive_int("n", n)``.
 """
 
 from __future__ import annotations
@@ -38,15 +37,15 @@ def int_between(name: str, value: object, low: int, high: int, *, what: str = "a
     return value
 
 
-def positive_number(name: str, value: object, *, unit: str = "") -> float:
-    """``value`` as a float if it is a finite number > 0 (``unit``: "seconds" ...), else ``ValueError``."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
-        raise ValueError(f"{name} must be a number{f' of {unit}' if unit else ''} > 0, got {value!r}")
+def positive_number(name: str, value: object, *, unit: str = "", zero_ok: bool = False) -> float:
+    """``value`` as a float if it is a finite number > 0 (>= 0 if ``zero_ok``; ``unit``: "seconds" ...)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and value < math.inf
+    if not number or value < 0 or (value == 0 and not zero_ok):
+        raise ValueError(f"{name} must be a number{f' of {unit}' if unit else ''} {'>=' if zero_ok else '>'} 0, "
+                         f"got {value!r}")
     return float(value)
 
 
 def nonneg_number(name: str, value: object, *, unit: str = "") -> float:
     """``value`` as a float if it is a finite number >= 0, else ``ValueError``."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:
-        raise ValueError(f"{name} must be a number{f' of {unit}' if unit else ''} >= 0, got {value!r}")
-    return float(value)
+    return positive_number(name, value, unit=unit, zero_ok=True)

@@ -1,8 +1,6 @@
-"""What TensorFlow's ``SlurmClusterResolver`` makes of a Slurm job's variables (lesson 07).
+"""What TensorFlow's ``SlurmClusterResolver`` makes of a Slurm job's variables (lesson 07), without Slurm.
 
-Why: on a Slurm cluster ``srun`` starts one process per task and the resolver derives each
-task's ``TF_CONFIG`` and GPUs from Slurm's variables.  :func:`slurm_tf_config` runs the real
-resolver on given variables, so a lesson shows that arithmetic without Slurm.
+Why: under ``srun`` the resolver derives each task's ``TF_CONFIG`` and GPUs from Slurm's variables.
 """
 
 from __future__ import annotations
@@ -17,12 +15,9 @@ SLURM_VARS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST", "SL
 
 
 def slurm_tf_config(slurm_env: Mapping[str, str], gpus_per_node: int, port_base: int = 8888) -> dict:
-    """What ``tf.distribute.cluster_resolver.SlurmClusterResolver`` makes of Slurm's variables.
+    """``{"cluster", "task": {"type", "index"}, "CUDA_VISIBLE_DEVICES"}`` for the task ``SLURM_PROCID`` names.
 
-    Returns ``{"cluster": ..., "task": {"type", "index"}, "CUDA_VISIBLE_DEVICES": ...}``: the
-    TF_CONFIG (and GPU choice) the resolver derives for the task whose ``SLURM_PROCID``
-    is given - no Slurm needed.  Runs the real resolver with the variables set
-    temporarily (this process's environment is restored afterwards).
+    Runs the real resolver with ``slurm_env`` set for the call (this process's environment is restored).
     """
     missing = [v for v in ("SLURM_PROCID", "SLURM_STEP_NODELIST") if v not in slurm_env]
     if missing:
@@ -45,10 +40,8 @@ def slurm_tf_config(slurm_env: Mapping[str, str], gpus_per_node: int, port_base:
         spec = resolver.cluster_spec().as_dict()
         cuda = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        for k in keys:
+            os.environ.pop(k, None)
+        os.environ.update({k: v for k, v in saved.items() if v is not None})
     return {"cluster": spec, "task": {"type": resolver.task_type, "index": resolver.task_id},
             "CUDA_VISIBLE_DEVICES": cuda}
