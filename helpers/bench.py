@@ -166,13 +166,10 @@ def to_measurement(result: dict) -> Measurement:
     """One script result -> :class:`Measurement`: median samples/s of the timed steps, with min and max."""
     r = check_result(result)
     rates, used, gpus = list(r["samples_per_s"]), list(r["devices"]), list(r["gpus"] or [])
-    try:
-        if r["kind"] == KIND_SPLIT_GPU and len(used) == 1:
-            hardware = f"a part of 1 x {gpus[0] if gpus else 'GPU'}"
-        else:
-            hardware = hardware_label(r["kind"], len(used), gpus)
-    except ValueError:
-        hardware = str(r["kind"])
+    if r["kind"] == KIND_SPLIT_GPU and len(used) == 1:
+        hardware = f"a part of 1 x {gpus[0] if gpus else 'GPU'}"
+    else:
+        hardware = hardware_label(r["kind"], len(used), gpus)
     return Measurement(r["way"], int(r["replicas"]), len(used), int(r["global_batch"]),
                        statistics.median(rates), min(rates), max(rates), len(rates), used,
                        str(r["kind"]), str(r["policy"]), "", hardware)

@@ -33,25 +33,14 @@ RECORDED = "recorded transcript"
 _OUTPUT_MARK = "----- output -----"
 
 
-@dataclass(frozen=True)
-class Script:
-    """A 2017-style script of the capsule and the line its output must contain."""
+#: Each 2017-style script of the capsule and the line its output must contain.
+SCRIPTS = {
+    "bn_multi_gpu": "ValueError: Variable batch_normalization_1/moving_mean/biased already exists, disallowed. "
+                    "Did you mean to set reuse=True in VarScope? Originally defined at:",   # error 1
+    "checkpoint_multi_gpu": "TypeError: can't pickle module objects",                        # error 2
+    "parallel_checkpoint": "reloaded the template model: 2 layers",                          # the blog's fix
+}
 
-    name: str
-    expected: str
-    about: str
-
-
-SCRIPTS: dict[str, Script] = {s.name: s for s in (
-    Script("bn_multi_gpu",
-           "ValueError: Variable batch_normalization_1/moving_mean/biased already exists, disallowed. "
-           "Did you mean to set reuse=True in VarScope? Originally defined at:",
-           "error 1: multi_gpu_model on a model with BatchNormalization (TF 1.3 + Keras 2.1.3)"),
-    Script("checkpoint_multi_gpu", "TypeError: can't pickle module objects",
-           "error 2: ModelCheckpoint on the model returned by multi_gpu_model"),
-    Script("parallel_checkpoint", "reloaded the template model: 2 layers",
-           "the blog's ParallelModelCheckpoint saves the template model instead"),
-)}
 
 @dataclass
 class CapsuleRun:
@@ -67,7 +56,7 @@ class CapsuleRun:
 
     @property
     def expected(self) -> str:
-        return SCRIPTS[self.name].expected
+        return SCRIPTS[self.name]
 
     @property
     def ok(self) -> bool:
@@ -122,7 +111,7 @@ def sanitize(text: str) -> str:
     return re.sub(r'(?:/[^\s"/]+)+/lib/(python\d\.\d+)/', r".../\1/", text)
 
 
-def _check_name(name: str) -> Script:
+def _check_name(name: str) -> str:
     if name not in SCRIPTS:
         raise ValueError(f"unknown capsule script {name!r}; known: {', '.join(sorted(SCRIPTS))}")
     return SCRIPTS[name]
@@ -192,7 +181,7 @@ def record(run: CapsuleRun, directory: Optional[os.PathLike] = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     stamp = _dt.date.today().isoformat()
     versions = " | ".join(f"{k} {v}" for k, v in run.versions.items())
-    header = (f"# time capsule transcript: {run.name} ({SCRIPTS[run.name].about})\n"
+    header = (f"# time capsule transcript: {run.name}\n"
               f"# recorded on {stamp} by `python -m helpers.capsule record` from a live run\n"
               f"# versions: {versions}\n# command: {run.command}\n# exit code: {run.returncode}\n")
     path.write_text(header + _OUTPUT_MARK + "\n" + run.output)
@@ -224,7 +213,7 @@ def show(name: str, expect: Optional[str] = None) -> CapsuleRun:
     ``AssertionError`` when the output lacks ``expect`` (default: the script's expected line), so a
     lesson fails the day the error stops happening.
     """
-    script = _check_name(name)
+    expected = _check_name(name)
     result = run(name)
     print(f"time capsule: {result.source}")
     if result.source == RECORDED:
@@ -234,7 +223,7 @@ def show(name: str, expect: Optional[str] = None) -> CapsuleRun:
     print(f"  $ {result.command}   (exit code {result.returncode})")
     for line in result.key_lines():
         print("  " + line)
-    wanted = expect if expect is not None else script.expected
+    wanted = expect if expect is not None else expected
     if wanted not in result.output:
         raise AssertionError(f"time capsule ({result.source}): the output of {name!r} lacks {wanted!r}. "
                              "The 2017 behaviour this lesson shows did not happen.")
