@@ -16,7 +16,7 @@ import socket
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
@@ -24,12 +24,9 @@ from .checks import int_between, is_int, nonneg_int, nonneg_number, positive_int
 from .gpus import visible_gpu_ids
 from .slurm import slurm_tf_config  # noqa: F401 - lesson 07 calls cluster.slurm_tf_config
 from .subproc import (
-    NOISE_RE,
     Child,
     check_command,
     child_env,
-    error_summary,
-    final_exception,
     pid_alive,  # noqa: F401 - pid_alive: lesson 07
     strip_noise,
 )
@@ -208,51 +205,12 @@ def read_results(out_dir: Union[str, Path]) -> dict[str, dict]:
 
 
 @dataclass
-class WorkerResult:
-    """One finished worker process: its task, exit code and log file."""
-
-    task_type: str
-    index: int
-    pid: int
-    returncode: Optional[int]
-    log_path: Path
-    stopped_by_launcher: bool = False
-
-    @property
-    def name(self) -> str:
-        return f"{self.task_type} {self.index}"
-
-    @property
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    @property
-    def error(self) -> str:
-        """The final Python exception in this worker's log, all its lines ('' if none): see :func:`final_exception`."""
-        return final_exception(self.log)
-
-    def describe(self) -> str:
-        """``worker 1: exit 0`` / ``killed by SIGKILL`` / ``exit 1 - ValueError: ...`` (the log's error, one line)."""
-        rc = self.returncode
-        if rc is None:
-            return f"{self.name}: still running"
-        if rc < 0:
-            how = f"{self.name}: killed by {signal.Signals(-rc).name}" + (
-                " (stopped by the launcher)" if self.stopped_by_launcher else "")
-        else:
-            how = f"{self.name}: exit {rc}"
-        err = error_summary(self.log) if rc else ""
-        return how + (f" - {err}" if err else "")
-
-
-@dataclass
 class ClusterResult:
-    """What a multi-worker run left behind: every worker's exit code and log."""
+    """What a multi-worker run left behind: every worker process (its exit code and log)."""
 
-    workers: list[WorkerResult]
+    workers: list[Child]
     seconds: float
-    log_dir: Path
-    spec: dict = field(default_factory=dict)
+    spec: dict
 
     @property
     def ok(self) -> bool:
@@ -338,7 +296,6 @@ class LocalCluster:
         self.cpu_threads = max(1, usable_cores() // len(self.tasks))
         self.children: list[Child] = []
         self._t0 = 0.0
-        self._offsets: dict[int, int] = {}
 
     def start(self) -> "LocalCluster":
         if self.children:
@@ -349,7 +306,8 @@ class LocalCluster:
         self._t0 = time.time()
         try:
             for i, env in enumerate(envs):
-                self.children.append(Child([sys.executable, *self.command], self.log_path(i), env))
+                self.children.append(Child([sys.executable, *self.command], self.log_path(i), env,
+                                           name=" ".join(map(str, self.tasks[i]))))
         except BaseException:
             self.stop()
             raise
@@ -385,9 +343,6 @@ class LocalCluster:
     def pids(self) -> list[int]:
         return [c.pid for c in self.children]
 
-    def alive(self) -> list[bool]:
-        return [c.returncode is None for c in self.children]
-
     def _started(self, worker: int = 0) -> Child:
         if not self.children:
             raise RuntimeError("start the cluster first")
@@ -409,16 +364,6 @@ class LocalCluster:
         for c in self.children:
             c.stop()
 
-    # -- watching
-    def new_lines(self, i: int) -> list[str]:
-        """Complete log lines of process ``i`` written since the previous call."""
-        with open(self.log_path(i), "rb") as f:
-            f.seek(self._offsets.get(i, 0))
-            chunk = f.read()
-        end = chunk.rfind(b"\n") + 1
-        self._offsets[i] = self._offsets.get(i, 0) + end
-        return chunk[:end].decode(errors="replace").splitlines()
-
     def wait_for(self, pattern: str, timeout: float = 120, worker: int = 0) -> str:
         """Block until worker ``worker``'s log has a line matching ``pattern`` (regex); return that line.
 
@@ -429,7 +374,7 @@ class LocalCluster:
         deadline = time.time() + positive_number("timeout", timeout, unit="seconds")
         while True:
             exited = child.returncode is not None  # before reading: nothing written later is missed
-            lines = child.log(raw=True).split("\n")
+            lines = child.log.split("\n")
             for line in lines if exited else lines[:-1]:  # while it runs, the last line may be incomplete
                 if rx.search(line):
                     return line
@@ -443,19 +388,17 @@ class LocalCluster:
                                           "all workers killed")
             time.sleep(0.05)
 
-    def wait(self, timeout: float = 300, grace: float = 5.0, follow: bool = False) -> ClusterResult:
+    def wait(self, timeout: float = 300, grace: float = 5.0) -> ClusterResult:
         """Wait for every process to exit; return a :class:`ClusterResult` (never raises on failure).
 
         Fail fast: once one process exited with an error, the others get ``grace`` s (a peer of a dead
         worker hangs in its next collective), then are killed. After ``timeout`` s every process is
-        killed and :class:`ClusterTimeoutError` raised. ``follow`` prints new log lines meanwhile.
+        killed and :class:`ClusterTimeoutError` raised.
         """
         self._started()
         deadline = time.time() + positive_number("timeout", timeout, unit="seconds")
         grace, failed_at = nonneg_number("grace", grace, unit="seconds"), None
         while True:
-            if follow:
-                self._print_new()
             codes = [c.returncode for c in self.children]
             if all(c is not None for c in codes):
                 break
@@ -469,23 +412,11 @@ class LocalCluster:
                     f"workers still running after {timeout} s; all killed. Logs: {self.log_dir}\n"
                     + self.result().failure_message())
             time.sleep(0.05)
-        if follow:
-            self._print_new()
         self.stop()
         return self.result()
 
-    def _print_new(self) -> None:
-        for i, (job, index) in enumerate(self.tasks):
-            for ln in self.new_lines(i):
-                if ln.strip() and not NOISE_RE.match(ln):
-                    tag = f"[{job} {index}]"
-                    print(ln if ln.startswith(tag) else f"{tag} {ln}", flush=True)
-
     def result(self) -> ClusterResult:
-        return ClusterResult(
-            [WorkerResult(job, index, c.pid, c.returncode, c.log_path, c.stopped)
-             for (job, index), c in zip(self.tasks, self.children)],
-            time.time() - self._t0, self.log_dir, self.spec)
+        return ClusterResult(list(self.children), time.time() - self._t0, self.spec)
 
 
 def run(command: Union[str, Sequence[str]], n_workers: int = 2, *, timeout: float = 300, grace: float = 5.0,

@@ -1,4 +1,4 @@
-"""``python -m helpers.cluster_cli``: :class:`helpers.cluster.LocalCluster` from a terminal, logs streamed live."""
+"""``python -m helpers.cluster_cli``: :func:`helpers.cluster.run` from a terminal (every worker killed at the end)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from .cluster import ClusterTimeoutError, LocalCluster
+from .cluster import ClusterTimeoutError, run
 
 
 def _split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -22,7 +22,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         prog="python -m helpers.cluster_cli",
         usage="python -m helpers.cluster_cli [options] (script.py | -m module) [args ...]",
         description="Run a TF multi-worker script as N local worker processes (TF_CONFIG set for each). "
-                    "Logs stream to the terminal; everything is killed on error, timeout or Ctrl-C.")
+                    "Their logs are printed at the end; everything is killed on error, timeout or Ctrl-C.")
     parser.add_argument("--workers", type=int, default=2, help="number of worker processes (default 2)")
     parser.add_argument("--ports", default=None, help="comma-separated ports (default: free ones)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds before everything is killed")
@@ -35,11 +35,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("give a script or -m module to run")
     try:
         ports = [int(p) for p in args.ports.split(",")] if args.ports else None
-        cluster = LocalCluster(command, args.workers, ports=ports, log_dir=args.log_dir,
-                               gpus_per_worker=args.gpus_per_worker)
-        with cluster:
-            print(f"started {len(cluster.children)} worker(s): {cluster.spec} - logs in {cluster.log_dir}", flush=True)
-            result = cluster.wait(timeout=args.timeout, grace=args.grace, follow=True)
+        result = run(command, args.workers, timeout=args.timeout, grace=args.grace, check=False, tail=None,
+                     ports=ports, log_dir=args.log_dir, gpus_per_worker=args.gpus_per_worker)
     except KeyboardInterrupt:
         print("interrupted: all workers killed", file=sys.stderr)
         return 130
@@ -49,8 +46,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for w in result.workers:
-        print(w.describe())
     return 0 if result.ok else 1
 
 

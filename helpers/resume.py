@@ -18,7 +18,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from .checks import positive_int, positive_number
-from .subproc import Child, check_command, child_env, error_summary
+from .subproc import Child, check_command, child_env, error_summary, strip_noise
 
 EPOCH_LOG = "epochs.jsonl"
 RESULT = "result.json"
@@ -105,8 +105,8 @@ class TrainingRun:
 
     def log(self, raw: bool = False) -> str:
         """The child's output so far (TensorFlow's C++ log lines hidden unless ``raw``)."""
-        text = self._started().log(raw)
-        return text if raw else text.strip()
+        text = self._started().log
+        return text if raw else strip_noise(text).strip()
 
     def _failure(self, what: str) -> TrainingFailedError:
         return TrainingFailedError(f"training process {self.pid} exited with {self.returncode} "

@@ -98,11 +98,12 @@ class Child:
     """``argv`` started in its own process group, output (stdout and stderr) to ``log_path``, no stdin.
 
     The kernel kills it when this process dies (Linux), and :func:`stop_all` at exit, so a crashed
-    or finished notebook leaves no worker behind.
+    or finished notebook leaves no worker behind. ``name`` ("worker 0") starts :meth:`describe`.
     """
 
-    def __init__(self, argv: Sequence[str], log_path: Union[str, Path], env: Mapping[str, str]):
-        self.log_path = Path(log_path)
+    def __init__(self, argv: Sequence[str], log_path: Union[str, Path], env: Mapping[str, str], *,
+                 name: str = "process"):
+        self.name, self.log_path = name, Path(log_path)
         with open(self.log_path, "wb") as log:
             self.proc = _popen(argv, env, True, stdout=log, stderr=subprocess.STDOUT)
         self.stopped = False  # True once stop() ended it while it ran
@@ -117,10 +118,25 @@ class Child:
         """None while it runs, ``-9`` after a ``SIGKILL``."""
         return self.proc.poll()
 
-    def log(self, raw: bool = False) -> str:
-        """Its output so far; TensorFlow's C++ log lines and colour codes removed unless ``raw``."""
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return text if raw else strip_noise(text)
+    @property
+    def log(self) -> str:
+        """Its output so far, as written."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    @property
+    def error(self) -> str:
+        """The final Python exception in its log, all its lines ('' if none): see :func:`final_exception`."""
+        return final_exception(self.log)
+
+    def describe(self) -> str:
+        """``worker 1: exit 0`` / ``killed by SIGKILL`` / ``exit 1 - ValueError: ...`` (the log's error, one line)."""
+        rc = self.returncode
+        if rc is None:
+            return f"{self.name}: still running"
+        how = f"exit {rc}" if rc >= 0 else f"killed by {signal.Signals(-rc).name}" + (
+            " (stopped by the launcher)" if self.stopped else "")
+        err = error_summary(self.log) if rc else ""
+        return f"{self.name}: {how}" + (f" - {err}" if err else "")
 
     def kill(self, sig: int = signal.SIGKILL) -> bool:
         """Send ``sig`` to its process group while it runs; False if it had already exited by itself."""

@@ -269,7 +269,7 @@ def test_failing_worker_stops_the_others_and_leaves_no_orphans(tmp_path, capsys)
     assert time.time() - t0 < 30  # fail fast, not the 120 s the other worker would sleep
     result = info.value.result
     assert result.returncodes[0] == 1 and result.returncodes[1] == -signal.SIGKILL
-    assert result.workers[1].stopped_by_launcher
+    assert result.workers[1].stopped
     assert "stopped by the launcher" in result.workers[1].describe()
     grandchild = int(result.workers[1].log.split("grandchild")[1].split()[0])
     assert _all_gone([w.pid for w in result.workers] + [grandchild])
@@ -324,7 +324,7 @@ def test_wait_for_kill_and_result(tmp_path):
         result = c.wait(timeout=30, grace=0.2)
     assert result.returncodes == [-signal.SIGKILL, -signal.SIGKILL]
     assert "killed by SIGKILL" in result.workers[1].describe()
-    assert not result.workers[1].stopped_by_launcher and result.workers[0].stopped_by_launcher
+    assert not result.workers[1].stopped and result.workers[0].stopped
     with pytest.raises(WorkerFailedError, match="2 of 2"):
         result.raise_for_failure()
     with pytest.raises(ValueError, match="no process 5"):
@@ -338,7 +338,7 @@ def test_wait_for_reports_a_worker_that_exits_first(tmp_path):
     with LocalCluster(_script(tmp_path, "s.py", SLEEPER), 1) as c:
         with pytest.raises(ClusterTimeoutError, match="within 0.5 s"):
             c.wait_for("never", timeout=0.5)
-        assert c.alive() == [False]
+        assert c.children[0].returncode == -signal.SIGKILL
 
 
 def test_cluster_runs_once_and_needs_start(tmp_path):
@@ -392,7 +392,7 @@ def test_workers_die_with_a_killed_launcher(tmp_path):
 def test_cli_runs_a_script(tmp_path, capsys):
     rc = cluster_cli.main(["--workers", "2", "--log-dir", str(tmp_path), _script(tmp_path, "e.py", ECHO)])
     out = capsys.readouterr().out
-    assert rc == 0 and "[worker 1] task worker 1 of 2" in out and "worker 1: exit 0" in out
+    assert rc == 0 and "task worker 1 of 2" in out and "worker 1: exit 0" in out
 
 
 def test_cli_module_and_arguments(tmp_path, capsys):

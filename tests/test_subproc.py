@@ -73,15 +73,18 @@ def test_a_child_logs_dies_with_its_group_and_says_how_it_ended(tmp_path):
     with pytest.raises(subprocess.TimeoutExpired):
         child.wait(timeout=1.5)                       # the child is stopped, its group killed
     assert child.returncode == -signal.SIGKILL and child.stopped and child.stop() == -signal.SIGKILL
-    kid = int(child.log().split()[1])
+    assert child.describe() == "process: killed by SIGKILL (stopped by the launcher)"
+    kid = int(child.log.split()[1])
     deadline = time.time() + 5
     while subproc.pid_alive(kid) and time.time() < deadline:
         time.sleep(0.05)
     assert not subproc.pid_alive(kid) and not child.kill()        # nothing left to signal
     done = subproc.Child([sys.executable, "-c", "print('I0000 00:00:17.553183 1 x.cc:1] noise'); print('hi')"],
-                         tmp_path / "d.log", subproc.child_env())
-    assert done.wait(timeout=60) == 0 and not done.stopped
-    assert done.log() == "hi" and "noise" in done.log(raw=True)
+                         tmp_path / "d.log", subproc.child_env(), name="worker 3")
+    assert done.wait(timeout=60) == 0 and not done.stopped and done.describe() == "worker 3: exit 0"
+    assert "noise" in done.log and subproc.strip_noise(done.log) == "hi" and done.error == ""
+    failed = subproc.Child([sys.executable, "-c", "raise KeyError('k')"], tmp_path / "f.log", subproc.child_env())
+    assert failed.wait(timeout=60) == 1 and failed.describe() == "process: exit 1 - KeyError: 'k'"
 
 
 def test_bad_child_arguments(tmp_path):
