@@ -289,11 +289,11 @@ class LocalCluster:
                  log_dir: Union[str, Path, None] = None, gpus_per_worker: int = 0):
         self.command = check_command(command)
         self.spec = local_cluster_spec(n_workers, ports)
-        self.tasks = [(job, i) for job in self.spec for i in range(len(self.spec[job]))]
-        self.cuda = gpu_assignment(len(self.tasks), gpus_per_worker, visible_gpu_ids() if gpus_per_worker else [])
+        self.n_workers = n_workers
+        self.cuda = gpu_assignment(n_workers, gpus_per_worker, visible_gpu_ids() if gpus_per_worker else [])
         self.extra_env = {str(k): str(v) for k, v in (env or {}).items()}
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="cluster-logs-"))
-        self.cpu_threads = max(1, usable_cores() // len(self.tasks))
+        self.cpu_threads = max(1, usable_cores() // n_workers)
         self.children: list[Child] = []
         self._t0 = 0.0
 
@@ -302,12 +302,12 @@ class LocalCluster:
             raise RuntimeError("this cluster was already started; create a new LocalCluster to run again")
         check_ports_free(self.spec)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        envs = [self.worker_env(i) for i in range(len(self.tasks))]
+        envs = [self.worker_env(i) for i in range(self.n_workers)]
         self._t0 = time.time()
         try:
             for i, env in enumerate(envs):
-                self.children.append(Child([sys.executable, *self.command], self.log_path(i), env,
-                                           name=" ".join(map(str, self.tasks[i]))))
+                self.children.append(Child([sys.executable, *self.command], self.log_dir / f"worker-{i}.log", env,
+                                           name=f"worker {i}"))
         except BaseException:
             self.stop()
             raise
@@ -319,11 +319,10 @@ class LocalCluster:
         A worker with a GPU gets ``TF_FORCE_GPU_ALLOW_GROWTH=true``: it shares that GPU with the kernel.
         ``env=`` given to the cluster wins.
         """
-        int_between("i", i, 0, len(self.tasks) - 1, what="a worker index")
-        job, index = self.tasks[i]
+        int_between("i", i, 0, self.n_workers - 1, what="a worker index")
         env = child_env()
         env["TF_NUM_INTRAOP_THREADS"] = env["TF_NUM_INTEROP_THREADS"] = str(self.cpu_threads)
-        env.update(TF_CONFIG=tf_config(self.spec, job, index), CUDA_VISIBLE_DEVICES=self.cuda[i])
+        env.update(TF_CONFIG=tf_config(self.spec, "worker", i), CUDA_VISIBLE_DEVICES=self.cuda[i])
         if self.cuda[i] != "-1":
             env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
         env.update(self.extra_env)
@@ -335,10 +334,6 @@ class LocalCluster:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def log_path(self, i: int) -> Path:
-        job, index = self.tasks[i]
-        return self.log_dir / f"{job}-{index}.log"
-
     @property
     def pids(self) -> list[int]:
         return [c.pid for c in self.children]
@@ -346,10 +341,7 @@ class LocalCluster:
     def _started(self, worker: int = 0) -> Child:
         if not self.children:
             raise RuntimeError("start the cluster first")
-        if not is_int(worker) or not 0 <= worker < len(self.children):
-            raise ValueError(f"no process {worker}; this cluster has {len(self.children)} "
-                             f"(0..{len(self.children) - 1})")
-        return self.children[worker]
+        return self.children[int_between("worker", worker, 0, self.n_workers - 1, what="a worker index")]
 
     def kill(self, worker: Optional[int] = None, sig: int = signal.SIGKILL) -> list[int]:
         """Send ``sig`` (default SIGKILL: no cleanup, like a lost machine) to worker ``worker`` (None: all).

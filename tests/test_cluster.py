@@ -327,7 +327,7 @@ def test_wait_for_kill_and_result(tmp_path):
     assert not result.workers[1].stopped and result.workers[0].stopped
     with pytest.raises(WorkerFailedError, match="2 of 2"):
         result.raise_for_failure()
-    with pytest.raises(ValueError, match="no process 5"):
+    with pytest.raises(ValueError, match="worker must be a worker index from 0 to 1, got 5"):
         c.kill(5)
 
 
