@@ -46,11 +46,7 @@ class PortBusyError(OSError):
 
 
 class WorkerFailedError(RuntimeError):
-    """At least one worker exited with a non-zero code; the message quotes each failure.
-
-    ``result`` is the :class:`ClusterResult`; ``errors`` maps each worker whose log holds a
-    Python exception to its full text.
-    """
+    """A worker exited with a non-zero code; ``result`` is the :class:`ClusterResult`, ``errors`` its errors."""
 
     def __init__(self, message: str, result: "ClusterResult"):
         super().__init__(message)
@@ -224,8 +220,7 @@ class ClusterResult:
     def errors(self) -> dict[str, str]:
         """``{"worker 0": "ValueError: ...", ...}``: the final exception in each worker's log, in full.
 
-        Every log counts, also of workers that exited 0 or were killed: the worker that raised first
-        is not always the one that exited first.
+        Every log counts (the worker that raised first is not always the one that exited first).
         """
         return {w.name: err for w in self.workers if (err := w.error)}
 
@@ -264,8 +259,7 @@ def usable_cores() -> int:
 def gpu_assignment(n_tasks: int, gpus_per_worker: int, gpu_ids: Sequence[str]) -> list[str]:
     """``CUDA_VISIBLE_DEVICES`` per task: ``-1`` (CPU only) or disjoint GPU groups.
 
-    Two processes must never share a GPU under MultiWorkerMirroredStrategy (NCCL
-    refuses duplicate devices, and each process would grab the GPU's memory).
+    Two MultiWorkerMirroredStrategy processes must not share a GPU (NCCL refuses duplicate devices).
     """
     if nonneg_int("gpus_per_worker", gpus_per_worker) == 0:
         return ["-1"] * n_tasks
@@ -413,10 +407,9 @@ class LocalCluster:
 
 def run(command: Union[str, Sequence[str]], n_workers: int = 2, *, timeout: float = 300, grace: float = 5.0,
         check: bool = True, echo: bool = True, tail: Optional[int] = 12, **kwargs) -> ClusterResult:
-    """Start a :class:`LocalCluster`, wait for it, always clean up, print the logs.
+    """Start a :class:`LocalCluster`, wait for it, always clean up, print the logs (``echo``).
 
-    ``check=True`` raises :class:`WorkerFailedError` if any worker failed (after
-    printing the logs).  Other keyword arguments go to :class:`LocalCluster`.
+    ``check``: :class:`WorkerFailedError` if a worker failed. Other keyword arguments go to :class:`LocalCluster`.
     """
     with LocalCluster(command, n_workers, **kwargs) as cluster:
         result = cluster.wait(timeout=timeout, grace=grace)

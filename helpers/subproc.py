@@ -64,12 +64,8 @@ def check_command(command: Union[str, os.PathLike, Sequence[str]]) -> list[str]:
 
 _LIVE: "weakref.WeakSet[Child]" = weakref.WeakSet()   # children still to stop at exit
 _AT_EXIT: list[Callable[[], None]] = []
-_PRCTL = None
-if sys.platform.startswith("linux"):
-    try:
-        _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # resolved in the parent, called in the child
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
-        _PRCTL = None
+#: libc's prctl on Linux: resolved here in the parent, called in the child (None elsewhere).
+_PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec: keep it tiny
