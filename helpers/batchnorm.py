@@ -15,13 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from .checks import is_int, positive_int
-
-
-def _tf():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    return tf
+from .devices import import_tensorflow
 
 
 def _require_graph_mode(tf) -> None:
@@ -32,7 +26,7 @@ def _require_graph_mode(tf) -> None:
 
 def make_moving_mean(layer_name: str = "batch_normalization_1", size: int = 4):
     """``(moving_mean, batch_mean)``: a Keras-2-style BN variable (a TF 1.3 reference variable) in the current graph."""
-    tf = _tf()
+    tf = import_tensorflow()
     _require_graph_mode(tf)
     if not layer_name or "/" in layer_name:
         raise ValueError(f"layer_name must be a plain scope name, got {layer_name!r}")
@@ -51,7 +45,7 @@ def zero_debias_tf13(unbiased_var, value, decay: float):
     A second call for the same variable raises ``Variable .../moving_mean/biased already exists, disallowed``
     (a ``tf.name_scope`` around it does not help: a name scope is not a variable scope).
     """
-    tf = _tf()
+    tf = import_tensorflow()
     _require_graph_mode(tf)
     if not 0.0 <= float(decay) <= 1.0:
         raise ValueError(f"decay must be in [0, 1], got {decay!r}")
@@ -66,7 +60,7 @@ def zero_debias_tf13(unbiased_var, value, decay: float):
 
 def assign_moving_average_tf14(variable, value, decay: float):
     """TensorFlow's real ``assign_moving_average(..., zero_debias=True)``: unique names ``biased``, ``biased_1``..."""
-    tf = _tf()
+    tf = import_tensorflow()
     _require_graph_mode(tf)
     from tensorflow.python.training import moving_averages
 
@@ -75,7 +69,7 @@ def assign_moving_average_tf14(variable, value, decay: float):
 
 def shadow_variables(graph) -> list[str]:
     """Names of the zero-debias shadow variables (``biased*``, ``local_step*``) in ``graph``."""
-    tf = _tf()
+    tf = import_tensorflow()
     with graph.as_default():
         names = [v.op.name for v in tf.compat.v1.global_variables()]
     return sorted(n for n in names if n.rsplit("/", 1)[-1].startswith(("biased", "local_step")))
@@ -85,18 +79,17 @@ class ReplicaBN:
     """One ``BatchNormalization`` layer under a strategy: ``step([a, b])`` feeds replica 0 ``a`` and replica 1 ``b``;
     :meth:`per_replica` reads every replica's moving statistics, :meth:`saved` what ``save_weights`` writes."""
 
-    def __init__(self, strategy, synchronized: bool, momentum: float = 0.99, features: int = 1):
+    def __init__(self, strategy, synchronized: bool, momentum: float = 0.99):
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
-        positive_int("features", features)
-        tf = _tf()
+        tf = import_tensorflow()
         import keras
 
-        self.strategy, self.synchronized, self.features = strategy, bool(synchronized), features
+        self.strategy, self.synchronized = strategy, bool(synchronized)
         self.replicas = strategy.num_replicas_in_sync
         with strategy.scope():
             self.layer = keras.layers.BatchNormalization(momentum=momentum, synchronized=synchronized)
-            self.model = keras.Sequential([keras.Input((features,)), self.layer])
+            self.model = keras.Sequential([keras.Input((1,)), self.layer])
         layer, run = self.layer, strategy.run
 
         @tf.function(reduce_retracing=True)
@@ -106,11 +99,11 @@ class ReplicaBN:
         self._step = _step
 
     def step(self, per_replica: Sequence[np.ndarray]) -> None:
-        """One training-mode forward pass; ``per_replica[i]`` is replica i's batch, shape (b, features)."""
+        """One training-mode forward pass; ``per_replica[i]`` is replica i's batch of ``b`` values."""
         if len(per_replica) != self.replicas:
             raise ValueError(f"need one batch per replica ({self.replicas}), got {len(per_replica)}")
-        tf = _tf()
-        data = [tf.constant(np.asarray(b, dtype="float32").reshape(-1, self.features)) for b in per_replica]
+        tf = import_tensorflow()
+        data = [tf.constant(np.asarray(b, dtype="float32").reshape(-1, 1)) for b in per_replica]
         if any(int(d.shape[0]) < 1 for d in data):
             raise ValueError("every replica needs at least one row")
         dist = self.strategy.experimental_distribute_values_from_function(
@@ -119,11 +112,11 @@ class ReplicaBN:
 
     def reset(self) -> None:
         """Moving mean 0, moving variance 1 on every replica (as after building)."""
-        self.layer.moving_mean.assign(np.zeros(self.features, "float32"))
-        self.layer.moving_variance.assign(np.ones(self.features, "float32"))
+        self.layer.moving_mean.assign(np.zeros(1, "float32"))
+        self.layer.moving_variance.assign(np.ones(1, "float32"))
 
     def per_replica(self) -> dict[str, np.ndarray]:
-        """``moving_mean`` and ``moving_variance``: arrays of shape (replicas, features)."""
+        """``moving_mean`` and ``moving_variance``: arrays of shape (replicas, 1)."""
         return {name: replica_values(getattr(self.layer, name), self.strategy)
                 for name in ("moving_mean", "moving_variance")}
 
@@ -133,7 +126,7 @@ class ReplicaBN:
 
         path = Path(directory) / "bn.weights.h5"
         self.model.save_weights(path)
-        fresh = keras.Sequential([keras.Input((self.features,)), keras.layers.BatchNormalization()])
+        fresh = keras.Sequential([keras.Input((1,)), keras.layers.BatchNormalization()])
         fresh.load_weights(path)
         bn = fresh.layers[0]
         return {"moving_mean": np.asarray(bn.moving_mean), "moving_variance": np.asarray(bn.moving_variance)}
@@ -146,11 +139,12 @@ def replica_values(variable, strategy) -> np.ndarray:
 
 
 def replica_gaps(model, strategy) -> dict[str, float]:
-    """Per BatchNormalization layer of ``model``: the largest max - min of ``moving_mean`` across replicas (0.0: none)."""
+    """Per BatchNormalization layer of ``model``: the largest max - min of ``moving_mean`` across replicas."""
     import keras
 
     if not isinstance(model, keras.Model):
         raise ValueError(f"model must be a keras.Model, got {type(model).__name__}")
+
     def walk(parent):
         for child in getattr(parent, "layers", []):
             yield child

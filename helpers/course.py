@@ -1,9 +1,7 @@
-"""Where the course lives: the repository URL is written here and nowhere else.
+"""Where the course lives (its URL is written here and nowhere else), its badges and its lesson map.
 
-Why: badges and the Colab bootstrap cell must point at the real repository.
-Notebooks carry rendered copies (see ``tools/nbtemplate.py``); a hygiene test
-checks that every copy matches what this module renders, so a move of the
-repository is one edit here plus ``make sync-notebooks``.
+Why: notebooks carry rendered copies of the badges and banners (``tools/nbtemplate.py``, checked by a test), so a
+move of the repository is one edit here plus ``make sync-notebooks``.
 """
 
 from __future__ import annotations
@@ -18,15 +16,12 @@ REPO_URL = f"https://github.com/{REPO_SLUG}"
 HELPERS_SOURCE_ENV = "MULTIGPU_HELPERS"
 #: What the bootstrap cell installs where the helpers are missing (Colab, Kaggle, a lone notebook).
 HELPERS_SOURCE = f"git+{REPO_URL}"
-DIST_NAME = "keras-multigpu-course-helpers"
 
 
 def _check_path(notebook_path: str) -> PurePosixPath:
     path = PurePosixPath(notebook_path)
     if path.suffix != ".ipynb" or not path.parts or path.parts[0] != "notebooks":
-        raise ValueError(
-            f"expected a path like 'notebooks/NN_name.ipynb', got {notebook_path!r}"
-        )
+        raise ValueError(f"expected a path like 'notebooks/NN_name.ipynb', got {notebook_path!r}")
     return path
 
 
@@ -60,8 +55,7 @@ def badges_markdown(notebook_path: str) -> str:
 #: The line every Kaggle learner needs once: two real GPUs are one setting away.
 KAGGLE_GPU_LINE = "On Kaggle, choose Settings > Accelerator > **GPU T4 x2** before running."
 
-#: What each lesson uses on Kaggle's GPU T4 x2, as its code does today: one line per notebook, rendered after
-#: KAGGLE_GPU_LINE by the template, so no banner promises more than its lesson runs.
+#: What each lesson uses on Kaggle's GPU T4 x2, rendered after KAGGLE_GPU_LINE: no banner promises more than it runs.
 KAGGLE_T4X2_USES = {
     "00": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
     "01": "The lesson uses both GPUs: two replicas, then one model split across the two.",

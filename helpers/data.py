@@ -1,12 +1,8 @@
 """A small real image-classification data set that works offline.
 
-Why: ``keras.datasets`` downloads at run time, which fails on CI runners, in
-air-gapped classrooms and on these build machines.  In quick mode (and whenever
-the download fails) the course uses scikit-learn's bundled *digits*: 1,797 real
-handwritten 8x8 images, 10 classes, shipped inside scikit-learn.  In full mode
-it tries CIFAR-10 (50,000 32x32 colour images) through ``keras.datasets``,
-reading an already-extracted Keras cache first.  The loader always says which
-data set it used.
+Why: ``keras.datasets`` downloads at run time, which fails on CI and in air-gapped classrooms. Quick mode (and a
+failed download) uses scikit-learn's bundled 8x8 *digits*; full mode tries CIFAR-10, from an extracted Keras cache
+first (``keras.datasets`` downloads again when only the extracted folder is left).
 """
 
 from __future__ import annotations
@@ -27,10 +23,7 @@ _CIFAR_DIR = ("datasets", "cifar-10-batches-py-target", "cifar-10-batches-py")
 
 @dataclass
 class Dataset:
-    """Train/test arrays plus where they came from.
-
-    ``x_*`` are float32 in [0, 1] with shape (N, H, W, C); ``y_*`` are int labels (N,).
-    """
+    """Train/test arrays (``x_*`` float32 in [0, 1], shape (N, H, W, C); ``y_*`` int labels) and their source."""
 
     name: str
     source: str
@@ -51,17 +44,15 @@ class Dataset:
         )
 
 
-def load_digits(test_fraction: float = 0.2, seed: int = 0) -> Dataset:
-    """scikit-learn's bundled handwritten digits as 8x8x1 images (no network)."""
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be between 0 and 1, got {test_fraction}")
+def load_digits() -> Dataset:
+    """scikit-learn's bundled handwritten digits as 8x8x1 images (no network); a fixed 20% are the test set."""
     from sklearn.datasets import load_digits as _sk_digits
 
     bunch = _sk_digits()
     x = (bunch.images / 16.0).astype("float32")[..., None]
     y = bunch.target.astype("int64")
-    order = np.random.default_rng(seed).permutation(len(x))
-    n_test = int(round(len(x) * test_fraction))
+    order = np.random.default_rng(0).permutation(len(x))
+    n_test = int(round(len(x) * 0.2))
     test, train = order[:n_test], order[n_test:]
     return Dataset("digits", "scikit-learn bundled copy (offline)", x[train], y[train],
                    x[test], y[test], 10)
@@ -78,7 +69,6 @@ def keras_cache_dirs() -> list[Path]:
 
 def _load_cifar_batch(path: Path) -> tuple:
     """One pickled CIFAR-10 batch file -> (uint8 images (N, 3, 32, 32), labels)."""
-
     with open(path, "rb") as f:
         batch = pickle.load(f, encoding="bytes")
     batch = {k.decode() if isinstance(k, bytes) else k: v for k, v in batch.items()}
@@ -122,8 +112,7 @@ def load_cifar10() -> Dataset:
 def load_dataset(name: str = "auto", verbose: bool = True) -> Dataset:
     """Load a data set by name and print which one was used.
 
-    ``"auto"``: digits in quick mode; CIFAR-10 in full mode, falling back to
-    digits (with a message) when CIFAR-10 cannot be loaded, e.g. offline.
+    ``"auto"``: digits in quick mode; CIFAR-10 in full mode, else digits (with a message), e.g. offline.
     """
     if name not in NAMES:
         raise ValueError(f"unknown data set {name!r}; choose one of {', '.join(NAMES)}")

@@ -72,16 +72,13 @@ def replica_plan(n: int, n_gpus: int) -> str:
     return KIND_SPLIT_GPU if n_gpus else KIND_SPLIT_CPU
 
 
-def ensure_devices(n: int = 2, gpu_memory_mb: Optional[int] = None) -> list[str]:
+def ensure_devices(n: int = 2) -> list[str]:
     """``n`` replica device names (``['/device:GPU:0', '/device:GPU:1']`` ...), made as :func:`replica_plan` says.
 
-    ``gpu_memory_mb``: memory of each logical GPU when one GPU is split (default :func:`default_gpu_memory_mb`).
     ``RuntimeError`` when TensorFlow's devices were already initialised in a way that cannot give ``n``.
     """
     global _configured
     check_device_count(n)
-    if gpu_memory_mb is not None:
-        positive_int("gpu_memory_mb", gpu_memory_mb)
     if _configured is not None:
         done_n, names, kind = _configured
         if done_n == n:
@@ -98,7 +95,7 @@ def ensure_devices(n: int = 2, gpu_memory_mb: Optional[int] = None) -> list[str]
             except (RuntimeError, ValueError):
                 pass  # already initialised or split: leave TensorFlow's setting alone
     elif kind == KIND_SPLIT_GPU:
-        limit = gpu_memory_mb or default_gpu_memory_mb(n)
+        limit = default_gpu_memory_mb(n)
         _split(tf, gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=limit)] * n)
     elif n > 1:
         _split(tf, tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * n)
@@ -117,7 +114,8 @@ def _split(tf, physical, cfg) -> None:
     except RuntimeError as err:
         existing = tf.config.get_logical_device_configuration(physical) or []
         if len(existing) < len(cfg):
-            raise _restart_error(len(cfg), f"{physical.name} has {len(existing) or 1} logical device(s): {err}") from err
+            have = f"{physical.name} has {len(existing) or 1} logical device(s): {err}"
+            raise _restart_error(len(cfg), have) from err
 
 
 def configured_devices() -> Optional[list[str]]:
@@ -168,8 +166,9 @@ def replicas_note(kind: Optional[str], n: int, names: Optional[list[str]] = None
         return (f"{label}: real parallel replicas; MirroredStrategy all-reduces the gradients with NCCL "
                 "between the GPUs. Speed-ups you measure here are real.")
     if kind == KIND_SPLIT_GPU:
-        return (f"{label}: the replicas share one chip, so expect no real speed-up (lesson 06). NCCL does not work "
-                "across virtual GPUs: MirroredStrategy (TF 2.20-2.21) all-reduces with its ring implementation instead.")
+        return (f"{label}: the replicas share one chip, so expect no real speed-up (lesson 06). NCCL does not "
+                "work across virtual GPUs: MirroredStrategy (TF 2.20-2.21) all-reduces with its ring implementation "
+                "instead.")
     return (f"{label}: real replicas and a real all-reduce (TensorFlow's ring collectives on the CPU), "
             "but on the same cores, so expect no real speed-up (a measurement may still beat one device a little; "
             "lesson 06 explains why).")

@@ -1,17 +1,16 @@
 """Per-device memory figures of a compiled JAX step, and a step timer (lesson 10's plumbing).
 
-Why: "several GPUs solve out-of-memory problems" is a claim about bytes *per device*.
-XLA states them exactly, before anything runs: ``jax.jit(f).lower(...).compile()
-.memory_analysis()`` gives the bytes of the arguments (weights, optimizer slots, the
-batch), the outputs and the temporaries (activations, gradients, scratch) of the
-program *one device* runs.  The lesson writes those calls in its cells; this module
-only turns the result and the arrays into rows of a table, and times a few steps.
+Why: "several GPUs solve out-of-memory problems" is a claim about bytes *per device*, which XLA states exactly
+(``jax.jit(f).lower(...).compile().memory_analysis()``, written in the lesson's cells); this module turns them
+into table rows.
 """
 
 from __future__ import annotations
 
 import time
 from typing import Any, Callable, Iterable, Sequence
+
+from .checks import positive_int
 
 MIB = 2 ** 20
 
@@ -20,29 +19,21 @@ FIELDS = ("argument", "output", "alias", "temp", "generated_code")
 
 
 def compiled_memory(compiled: Any) -> dict[str, int]:
-    """Bytes per device of a compiled program: ``{"argument", "output", "alias", "temp", "generated_code"}``.
-
-    ``compiled`` is what ``jax.jit(f).lower(...).compile()`` returns.  ``alias`` is the
-    part of the output that reuses donated argument buffers (``donate_argnums``).
-
-    Raises:
-        ValueError: the backend gives no memory analysis (some plugins return None).
-    """
+    """Bytes per device of ``jax.jit(f).lower(...).compile()``: argument, output, alias (reused donated buffers),
+    temp, generated_code. ``ValueError`` where the backend gives no memory analysis (some plugins return None)."""
     if not hasattr(compiled, "memory_analysis"):
-        raise ValueError(f"expected a compiled JAX program (jit(f).lower(...).compile()), got {type(compiled).__name__}")
+        raise ValueError(f"expected a compiled JAX program (jit(f).lower(...).compile()), "
+                         f"got {type(compiled).__name__}")
     stats = compiled.memory_analysis()
-    if isinstance(stats, (list, tuple)):  # very old JAX: one entry per device, all equal under SPMD
-        stats = stats[0] if stats else None
     if stats is None:
         raise ValueError("this backend returns no memory analysis for compiled programs")
     return {name: int(getattr(stats, f"{name}_size_in_bytes", 0) or 0) for name in FIELDS}
 
 
 def bytes_on_device(arrays: Iterable[Any]) -> int:
-    """Bytes of ``arrays`` that one device holds: for each array, its largest shard on any device.
+    """Bytes of ``arrays`` (or Keras variables) one device holds: each array's largest shard.
 
-    A replicated array counts in full, an array split N ways counts one N-th.  Keras
-    variables are accepted too (their ``.value`` is used).
+    A replicated array counts in full, an array split N ways one N-th.
     """
     total = 0
     for a in arrays:
@@ -63,10 +54,8 @@ def memory_row(label: str, compiled: Any, weights: Sequence[Any], slots: Sequenc
                batch: Sequence[Any]) -> dict[str, Any]:
     """One table row, in MiB per device: weights, gradients, optimizer slots, input batch, XLA temp and total.
 
-    ``gradients`` is one gradient per trainable weight, the same bytes as the weights (they
-    live inside XLA's temp buffers); ``temp`` is all temporaries (activations, gradients,
-    scratch); ``argument + temp`` is what the step needs on a device at once (donated
-    outputs reuse the argument buffers).  The exact byte counts are kept under ``"bytes"``.
+    ``gradients`` has the weights' bytes (they live inside ``temp``, with activations and scratch);
+    ``argument + temp`` is what the step needs at once. The exact byte counts are kept under ``"bytes"``.
     """
     mem = compiled_memory(compiled)
     exact = {"weights": bytes_on_device(weights), "optimizer slots": bytes_on_device(slots),
@@ -81,14 +70,11 @@ def memory_row(label: str, compiled: Any, weights: Sequence[Any], slots: Sequenc
 
 
 def time_steps(step: Callable, state: Sequence[Any], batch: Sequence[Any], steps: int = 3) -> float:
-    """Seconds per call of ``step(*state, *batch) -> (loss, *new_state)``, after one warm-up call.
+    """Median seconds per call of ``step(*state, *batch) -> (loss, *new_state)`` over ``steps`` calls, after a warm-up.
 
-    Works on copies of ``state`` (a step compiled with ``donate_argnums`` deletes its inputs), and
-    feeds each call's new state into the next, as a training loop does.  Returns the median over
-    ``steps`` calls.
+    Works on copies of ``state`` (``donate_argnums`` deletes its inputs) and feeds each new state to the next call.
     """
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
+    positive_int("steps", steps)
     import jax
 
     state = tuple(jax.tree_util.tree_map(lambda a: a.copy(), tuple(state)))

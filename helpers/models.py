@@ -1,13 +1,13 @@
-"""Small models shared by the lessons (so no notebook re-types the same network).
+"""Small models shared by the lessons: they are about *where* a model runs, not architectures.
 
-Why: the lessons are about *where* a model runs, not about architectures; one
-small CNN that trains in seconds on 8x8 digits and also works on 32x32 CIFAR-10
-keeps every notebook short and comparable.
+Why: one small CNN that trains in seconds on 8x8 digits and also works on CIFAR-10 keeps the notebooks comparable.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
+
+from .checks import positive_int
 
 
 def small_cnn(input_shape: Sequence[int] = (8, 8, 1), num_classes: int = 10,
@@ -15,8 +15,8 @@ def small_cnn(input_shape: Sequence[int] = (8, 8, 1), num_classes: int = 10,
     """A two-conv-layer classifier (softmax output); ``batchnorm`` adds BatchNormalization."""
     if len(tuple(input_shape)) != 3:
         raise ValueError(f"input_shape must be (height, width, channels), got {tuple(input_shape)}")
-    if num_classes < 2 or width < 1:
-        raise ValueError("num_classes must be >= 2 and width >= 1")
+    positive_int("num_classes", num_classes, minimum=2)
+    positive_int("width", width)
     import keras
     from keras import layers
 
@@ -31,8 +31,9 @@ def small_cnn(input_shape: Sequence[int] = (8, 8, 1), num_classes: int = 10,
 
 def small_mlp(input_dim: int = 64, num_classes: int = 10, hidden: int = 64, name: str = "small_mlp"):
     """A one-hidden-layer classifier on flat inputs (softmax output)."""
-    if input_dim < 1 or num_classes < 2 or hidden < 1:
-        raise ValueError("input_dim and hidden must be >= 1, num_classes >= 2")
+    positive_int("input_dim", input_dim)
+    positive_int("num_classes", num_classes, minimum=2)
+    positive_int("hidden", hidden)
     import keras
     from keras import layers
 

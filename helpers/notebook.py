@@ -58,10 +58,8 @@ def _select_backend(backend: str, n_devices: Optional[int]) -> Optional[int]:
         import keras
 
         if keras.backend.backend() != backend:
-            raise RuntimeError(
-                f"Keras was already imported with the {keras.backend.backend()!r} backend; the backend "
-                "is fixed at import. Restart the kernel and run the Setup cells first."
-            )
+            raise RuntimeError(f"Keras was already imported with the {keras.backend.backend()!r} backend; the "
+                               "backend is fixed at import. Restart the kernel and run the Setup cells first.")
     else:
         os.environ["KERAS_BACKEND"] = backend
     if backend != "jax":
@@ -78,14 +76,12 @@ def jax_devices(n: int) -> list[str]:
 
     devs = jax.devices()
     if len(devs) < n:
-        raise RuntimeError(
-            f"JAX sees {len(devs)} device(s), fewer than {n}. XLA_FLAGS must ask for "
-            f"--xla_force_host_platform_device_count={n} before jax is imported: restart the kernel."
-        )
+        raise RuntimeError(f"JAX sees {len(devs)} device(s), fewer than {n}. XLA_FLAGS must ask for "
+                           f"--xla_force_host_platform_device_count={n} before jax is imported: restart the kernel.")
     return [str(d) for d in devs[:n]]
 
 
-def setup_notebook(devices: Optional[int] = None, backend: str = "tensorflow", seed: int = 42) -> list[str]:
+def setup_notebook(devices: Optional[int] = None, backend: str = "tensorflow") -> list[str]:
     """Prepare a lesson: backend, replica devices, seeds; print versions and devices; return the device names.
 
     ``devices``: TensorFlow replicas (default 2); on JAX the default is what
@@ -101,15 +97,14 @@ def setup_notebook(devices: Optional[int] = None, backend: str = "tensorflow", s
     n_jax = _select_backend(backend, devices)
     if backend == "tensorflow":
         names = ensure_devices(2 if devices is None else devices)
+        import tensorflow as tf
+
+        tf.get_logger().setLevel("WARNING")  # tf.distribute's INFO lines drown the lesson's output
     else:
         names = jax_devices(n_jax)
     import keras
 
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        tf.get_logger().setLevel("WARNING")  # tf.distribute's INFO lines drown the lesson's output
-    keras.utils.set_random_seed(seed)
+    keras.utils.set_random_seed(42)
     where = where_am_i()
     print(stack_line())
     print(f"Keras backend: {keras.backend.backend()} | mode: {config.mode()} "

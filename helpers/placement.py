@@ -131,44 +131,41 @@ def layer_costs(parts: Sequence[keras.layers.Layer], input_shape: Sequence[int])
     return rows
 
 
-def _memory_costs(model: SplitModel, input_shape: Sequence[int], batch_size: int,
-                  bytes_per_value: int) -> list[dict]:
+def _memory_costs(model: SplitModel, input_shape: Sequence[int], batch_size: int) -> list[dict]:
     if not isinstance(model, SplitModel) or not model.built:
         raise ValueError("memory_by_device and data_parallel_memory need a built SplitModel (call it once or build it)")
     positive_int("batch_size", batch_size)
-    positive_int("bytes_per_value", bytes_per_value)
     return layer_costs(model.parts, input_shape)
 
 
-def _memory_row(device: str, layers: str, params: int, acts: int, batch_size: int, bytes_per_value: int) -> dict:
-    return {"device": short_device(device), "layers": layers, "parameters": params,
-            "weights MiB": params * bytes_per_value / 2**20,
-            f"activations MiB (batch {batch_size})": acts * bytes_per_value / 2**20}
+def _memory_row(device: str, layers: str, params: int, acts: int, batch_size: int) -> dict:
+    """One device's row, in float32 (4 bytes per value)."""
+    return {"device": short_device(device), "layers": layers, "parameters": params, "weights MiB": params * 4 / 2**20,
+            f"activations MiB (batch {batch_size})": acts * 4 / 2**20}
 
 
-def memory_by_device(model: SplitModel, input_shape: Sequence[int], batch_size: int,
-                     bytes_per_value: int = 4) -> list[dict]:
+def memory_by_device(model: SplitModel, input_shape: Sequence[int], batch_size: int) -> list[dict]:
     """Under *model* parallelism: per device of a built :class:`SplitModel`, its part's parameters and weight MiB,
-    and the activations its layers produce for ``batch_size`` examples (float32: 4 bytes per value)."""
-    costs = _memory_costs(model, input_shape, batch_size, bytes_per_value)
+    and the activations its layers produce for ``batch_size`` examples."""
+    costs = _memory_costs(model, input_shape, batch_size)
     rows = []
     for p, device in enumerate(model.part_devices):
         mine = [c for c in costs if c["part"] == p]
         acts = batch_size * sum(c["activations_per_example"] for c in mine)
         rows.append(_memory_row(device, ", ".join(c["layer"] for c in mine), sum(c["parameters"] for c in mine),
-                                acts, batch_size, bytes_per_value))
+                                acts, batch_size))
     return rows
 
 
 def data_parallel_memory(model: SplitModel, input_shape: Sequence[int], batch_size: int,
-                         devices: Sequence[str], bytes_per_value: int = 4) -> list[dict]:
+                         devices: Sequence[str]) -> list[dict]:
     """The same model under *data* parallelism: every device holds all weights and 1/n of the batch."""
-    costs = _memory_costs(model, input_shape, batch_size, bytes_per_value)
+    costs = _memory_costs(model, input_shape, batch_size)
     if not devices:
         raise ValueError("need at least one device")
     params = sum(c["parameters"] for c in costs)
     acts = math.ceil(batch_size / len(devices)) * sum(c["activations_per_example"] for c in costs)
-    return [_memory_row(d, "all (a replica)", params, acts, batch_size, bytes_per_value) for d in devices]
+    return [_memory_row(d, "all (a replica)", params, acts, batch_size) for d in devices]
 
 
 def require_devices(devices: Sequence[str]) -> list[str]:

@@ -1,9 +1,7 @@
-"""Diagrams of the course's ideas, drawn with matplotlib (no image files in the repo).
+"""Diagrams of the course's ideas (lessons 01, 02), drawn with matplotlib: no image files in the repo.
 
-Why: "data parallelism", "model parallelism", "pipeline bubble" and
-"CUDA_VISIBLE_DEVICES renumbers the GPUs" are easier to see than to read.
-Each function draws one idea for any number of devices, returns the
-``Figure`` (notebooks call ``plt.show()``), and never saves a file.
+Why: data and model parallelism, the pipeline bubble and ``CUDA_VISIBLE_DEVICES`` are easier to see than to read.
+Each function draws one idea for any number of devices and returns the ``Figure``.
 """
 
 from __future__ import annotations
@@ -18,23 +16,18 @@ if TYPE_CHECKING:  # annotations only: matplotlib is imported where a figure is 
     from matplotlib.figure import Figure
     from matplotlib.patches import FancyBboxPatch
 
-#: matplotlib's "tab10" colours (``plt.get_cmap("tab10").colors``), spelled out so that
-#: importing this module does not import matplotlib.
+#: matplotlib's "tab10" colours, spelled out so that importing this module does not import matplotlib.
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 GREY = "#d0d0d0"
 
 
-def _axes(ax: Optional[Axes], size: tuple[float, float]) -> tuple[Figure, Axes]:
+def _axes(size: tuple[float, float]) -> tuple[Figure, Axes]:
     import matplotlib.pyplot as plt
-    from matplotlib.axes import Axes
 
-    if ax is None:
-        fig, ax = plt.subplots(figsize=size)
-    elif not isinstance(ax, Axes):
-        raise ValueError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
+    fig, ax = plt.subplots(figsize=size)
     ax.set_axis_off()
-    return ax.figure, ax
+    return fig, ax
 
 
 def _box(ax: Axes, x: float, y: float, w: float, h: float, text: str, color, **kw) -> FancyBboxPatch:
@@ -42,8 +35,7 @@ def _box(ax: Axes, x: float, y: float, w: float, h: float, text: str, color, **k
 
     pad = min(0.02, 0.08 * w, 0.08 * h)
     patch = FancyBboxPatch((x + pad, y + pad), w - 2 * pad, h - 2 * pad, boxstyle=f"round,pad={pad}",
-                           facecolor=color,
-                           edgecolor="black", linewidth=1, **kw)
+                           facecolor=color, edgecolor="black", linewidth=1, **kw)
     ax.add_patch(patch)
     ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=9, wrap=True)
     return patch
@@ -60,15 +52,11 @@ def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], text:
             ax.text(mid_x + 0.02, mid_y, text, fontsize=8, va="center", color=color)
 
 
-def draw_data_parallel(n_replicas: int = 2, global_batch: int = 8, ax: Optional[Axes] = None) -> Figure:
-    """Data parallelism: one global batch, split into per-replica slices; gradients all-reduced.
-
-    Every replica holds a full copy of the model; each computes gradients on its
-    own slice; an all-reduce sums them so every copy applies the same update.
-    """
+def draw_data_parallel(n_replicas: int = 2, global_batch: int = 8) -> Figure:
+    """Data parallelism: a global batch split over full model copies, whose gradients are all-reduced."""
     n = int_between("n_replicas", n_replicas, 1, 8)
     int_between("global_batch", global_batch, n, 4096)
-    fig, ax = _axes(ax, (2.4 + 2.2 * n, 4.6))
+    fig, ax = _axes((2.4 + 2.2 * n, 4.6))
     width = 1.0 / n
     per = [global_batch // n + (1 if k < global_batch % n else 0) for k in range(n)]
     start = 0
@@ -84,9 +72,8 @@ def draw_data_parallel(n_replicas: int = 2, global_batch: int = 8, ax: Optional[
              f"replica {k}\ndevice {k}\nfull model copy\n(same weights W)", COLORS[k % 10], alpha=0.35)
         _arrow(ax, (cx, 0.43), (cx, 0.27), f"grads g{k}")
         _arrow(ax, (cx - 0.06 * width, 0.12), (cx - 0.06 * width, 0.02), "")
-    _box(ax, 0.04, 0.13, 0.92, 0.13, "all-reduce: g = " + (" + ".join(f"g{i}" for i in range(n)) if n <= 3 else f"g0 + ... + g{n - 1}")
-         + "  (sent to every replica)",
-         "#fff2a8")
+    total = " + ".join(f"g{i}" for i in range(n)) if n <= 3 else f"g0 + ... + g{n - 1}"
+    _box(ax, 0.04, 0.13, 0.92, 0.13, f"all-reduce: g = {total}  (sent to every replica)", "#fff2a8")
     ax.text(0.5, -0.04, "each replica applies the same update W <- W - lr * g, so all copies stay identical",
             ha="center", fontsize=9)
     ax.set_xlim(0, 1)
@@ -96,14 +83,10 @@ def draw_data_parallel(n_replicas: int = 2, global_batch: int = 8, ax: Optional[
     return fig
 
 
-def draw_model_parallel(n_devices: int = 2, ax: Optional[Axes] = None) -> Figure:
-    """Device (model) parallelism: consecutive parts of one model on different devices.
-
-    The whole batch goes through part 0 on device 0, its activations are copied
-    to device 1 for part 1, and so on; each device holds only its part's weights.
-    """
+def draw_model_parallel(n_devices: int = 2) -> Figure:
+    """Device (model) parallelism: consecutive parts of one model, and their weights, on different devices."""
     n = int_between("n_devices", n_devices, 1, 8)
-    fig, ax = _axes(ax, (3.0 + 3.0 * n, 3.0))
+    fig, ax = _axes((3.0 + 3.0 * n, 3.0))
     width = 1.0 / (n + 1)
     _box(ax, 0.02, 0.4, width * 0.5, 0.2, "whole\nbatch", "#ffffff")
     prev_end = 0.02 + width * 0.5
@@ -124,12 +107,8 @@ def draw_model_parallel(n_devices: int = 2, ax: Optional[Axes] = None) -> Figure
 
 
 def pipeline_schedule(n_devices: int, n_microbatches: int) -> list[tuple[int, int, int, str]]:
-    """GPipe-style schedule: ``(device, time step, micro-batch, "F"|"B")`` for each unit of work.
-
-    Forward passes flow down the devices one micro-batch after another; backward
-    passes start when the last forward is done and flow back up. With
-    ``n_microbatches == 1`` this is plain model parallelism.
-    """
+    """GPipe-style schedule: ``(device, time step, micro-batch, "F"|"B")`` per unit of work (1 micro-batch: plain
+    model parallelism); the backward passes start when the last forward is done."""
     d = int_between("n_devices", n_devices, 1, 16)
     m = int_between("n_microbatches", n_microbatches, 1, 64)
     work = []
@@ -147,17 +126,14 @@ def bubble_fraction(n_devices: int, n_microbatches: int) -> float:
     return (d - 1) / (m + d - 1)
 
 
-def draw_pipeline(n_devices: int = 2, n_microbatches: int = 4, ax: Optional[Axes] = None) -> Figure:
+def draw_pipeline(n_devices: int = 2, n_microbatches: int = 4) -> Figure:
     """Timelines of plain model parallelism vs a pipeline of micro-batches (same total work)."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
     d = int_between("n_devices", n_devices, 1, 8)
     m = int_between("n_microbatches", n_microbatches, 1, 16)
-    if ax is None:
-        fig, axes = plt.subplots(2, 1, figsize=(9, 1.2 + 0.9 * d), sharex=True)
-    else:
-        raise ValueError("draw_pipeline draws two panels; call it without ax")
+    fig, axes = plt.subplots(2, 1, figsize=(9, 1.2 + 0.9 * d), sharex=True)
     for panel, (title, micro, unit) in zip(axes, (
             ("model parallelism, whole batch at once", 1, float(m)),
             (f"pipeline, {m} micro-batches", m, 1.0))):
@@ -180,15 +156,11 @@ def draw_pipeline(n_devices: int = 2, n_microbatches: int = 4, ax: Optional[Axes
     return fig
 
 
-def draw_visible_devices(value: Optional[str], n_physical: int = 8, ax: Optional[Axes] = None) -> Figure:
-    """Physical GPUs (nvidia-smi / PCI order) and the names a process sees with ``CUDA_VISIBLE_DEVICES=value``.
-
-    Assumes ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so CUDA's indices match nvidia-smi's.
-    """
-
+def draw_visible_devices(value: Optional[str], n_physical: int = 8) -> Figure:
+    """Physical GPUs (nvidia-smi / PCI order) and the names a process sees with ``CUDA_VISIBLE_DEVICES=value``."""
     n = int_between("n_physical", n_physical, 0, 16)
     vis = resolve_visible(value, n)
-    fig, ax = _axes(ax, (1.4 + 1.1 * max(n, 2), 3.0))
+    fig, ax = _axes((1.4 + 1.1 * max(n, 2), 3.0))
     cols = max(n, 1)
     w = 1.0 / cols
     for i in range(n):

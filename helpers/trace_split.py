@@ -1,12 +1,8 @@
-"""Read a profiler trace and split a training loop's time into input, compute and communication.
+"""Read a profiler trace and split a training loop's time into input, compute and communication (lesson 10).
 
-Why: "the GPUs are slow" is often "the GPUs wait".  ``jax.profiler.trace(logdir)``
-writes ``logdir/plugins/profile/<run>/<host>.trace.json.gz`` (the Chrome trace-event
-format TensorBoard's profile plugin and Perfetto read) next to ``<host>.xplane.pb``.
-Each complete event (``"ph": "X"``) has a name, a thread and a duration.  Lesson 10
-marks its input code with ``jax.profiler.TraceAnnotation("input")``; XLA names its
-operations after the HLO ops (``fusion.3``, ``dot.1``, ``all-reduce``...) on its own
-threads.  This module finds the trace, reads those events and adds them up.
+Why: "the GPUs are slow" is often "the GPUs wait". ``jax.profiler.trace(logdir)`` writes a Chrome trace-event
+file (``<host>.trace.json.gz``); the lesson marks its input code ``TraceAnnotation("input")``, and XLA names its
+events after the HLO ops (``fusion.3``, ``all-reduce``...). This module finds the trace and adds the events up.
 """
 
 from __future__ import annotations
@@ -17,6 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional, Union
+
+from .checks import positive_int
 
 #: Collective (cross-device) XLA operations: the communication of a sharded step.
 COLLECTIVE = re.compile(r"^(all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all"
@@ -29,8 +27,7 @@ CATEGORIES = ("input", "compute", "communication")
 
 @dataclass(frozen=True)
 class Event:
-    """One complete trace event: name, thread name (prefixed with the device for GPU/TPU streams), start and
-    duration in microseconds."""
+    """One complete trace event: name, thread (prefixed with the device for GPU streams), start and duration in µs."""
 
     name: str
     thread: str
@@ -39,11 +36,7 @@ class Event:
 
 
 def find_trace(logdir: Union[str, Path]) -> Path:
-    """The newest ``*.trace.json.gz`` under ``logdir`` (as written by ``jax.profiler.trace``).
-
-    Raises:
-        FileNotFoundError: no trace there (profiling never ran, or wrote elsewhere).
-    """
+    """The newest ``*.trace.json.gz`` under ``logdir``; ``FileNotFoundError`` when there is none."""
     found = sorted(Path(logdir).rglob("*.trace.json.gz"), key=lambda p: p.stat().st_mtime)
     found = [p for p in found if not p.name.startswith("perfetto_trace")] or found
     if not found:
@@ -76,14 +69,10 @@ def load_events(path: Union[str, Path]) -> list[Event]:
     return out
 
 
-def classify(name: str, thread: str, input_name: str = "input") -> Optional[str]:
-    """``"input"``, ``"communication"``, ``"compute"`` or None (a wrapper or host event we do not count).
-
-    ``input``: the annotation the training loop puts around fetching a batch.
-    ``communication``: a collective XLA op.  ``compute``: any other XLA op, on an XLA thread
-    (XLA:CPU's ``tf_XLA...`` threads) or on a device's stream (``/device:GPU:0 ...``).
-    """
-    if name == input_name:
+def classify(name: str, thread: str) -> Optional[str]:
+    """``"input"`` (the annotation), ``"communication"`` (a collective XLA op), ``"compute"`` (another XLA op, on
+    an XLA thread or a device stream) or None (a wrapper or host event, not counted)."""
+    if name == "input":
         return "input"
     if "XLA" not in thread and not thread.startswith("/device:"):
         return None  # host threads: Python, dispatch
@@ -94,24 +83,19 @@ def classify(name: str, thread: str, input_name: str = "input") -> Optional[str]
     return None
 
 
-def split(events: Iterable[Event], devices: int, input_name: str = "input") -> dict[str, float]:
-    """Seconds of input, compute and communication, and ``wall`` (first to last event of the loop).
-
-    XLA runs one copy of each op per device on its own thread; their durations are
-    summed and divided by ``devices``, so compute and communication are per device.
-    ``other`` is what the wall time leaves over (dispatch, Python, idle), 0 when the parts overlap.
-    """
-    if devices < 1:
-        raise ValueError(f"devices must be >= 1, got {devices}")
+def split(events: Iterable[Event], devices: int) -> dict[str, float]:
+    """Seconds of input, compute and communication (per device: XLA runs one copy of each op per device), ``wall``
+    (first to last counted event) and ``other`` (what the wall time leaves over; 0 when the parts overlap)."""
+    positive_int("devices", devices)
     events = list(events)
     totals = dict.fromkeys(CATEGORIES, 0.0)
     for e in events:
-        kind = classify(e.name, e.thread, input_name)
+        kind = classify(e.name, e.thread)
         if kind:
             totals[kind] += e.dur_us / (1 if kind == "input" else devices)
     if not events:
         raise ValueError("the trace has no complete events")
-    loop = [e for e in events if classify(e.name, e.thread, input_name)]
+    loop = [e for e in events if classify(e.name, e.thread)]
     wall = (max(e.start_us + e.dur_us for e in loop) - min(e.start_us for e in loop)) if loop else 0.0
     out = {k: v / 1e6 for k, v in totals.items()}
     out["wall"] = wall / 1e6
@@ -120,11 +104,7 @@ def split(events: Iterable[Event], devices: int, input_name: str = "input") -> d
 
 
 def shares(parts: dict[str, float]) -> dict[str, float]:
-    """Input, compute and communication as fractions of their sum.
-
-    Their sum, not the wall time: the host prepares the next batch while the devices
-    still compute (JAX dispatches asynchronously), so the parts can overlap.
-    """
+    """Input, compute and communication as fractions of their sum (not of the wall time: the parts can overlap)."""
     total = sum(parts.get(k, 0.0) for k in CATEGORIES)
     if total <= 0:
         raise ValueError("nothing was measured (input, compute and communication are all zero)")

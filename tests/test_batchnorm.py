@@ -81,8 +81,6 @@ def test_replica_statistics(strategy, tmp_path, sync, means, saved_mean):
 def test_replica_bn_bad_input(strategy):
     with pytest.raises(ValueError, match="momentum"):
         batchnorm.ReplicaBN(strategy, synchronized=False, momentum=1.0)
-    with pytest.raises(ValueError, match="features"):
-        batchnorm.ReplicaBN(strategy, synchronized=False, features=0)
     rbn = batchnorm.ReplicaBN(strategy, synchronized=False)
     with pytest.raises(ValueError, match="one batch per replica"):
         rbn.step([np.zeros((2, 1))])

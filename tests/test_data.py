@@ -18,11 +18,6 @@ def test_digits_shapes_and_ranges():
     np.testing.assert_array_equal(d.y_test, again.y_test)   # deterministic split
 
 
-def test_digits_bad_fraction():
-    with pytest.raises(ValueError, match="test_fraction"):
-        data.load_digits(test_fraction=1.5)
-
-
 def test_unknown_name():
     with pytest.raises(ValueError, match="unknown data set"):
         data.load_dataset("mnist")

@@ -63,11 +63,6 @@ def test_visible_devices_figure():
     assert "dropped [3, 5]" in _texts(plotting.draw_visible_devices("3,5", 2))
 
 
-def test_draw_on_given_axes():
-    fig, ax = plt.subplots()
-    assert plotting.draw_data_parallel(2, ax=ax) is fig
-
-
 @pytest.mark.parametrize("call", [
     lambda: plotting.draw_data_parallel(0),
     lambda: plotting.draw_data_parallel(2.0),
@@ -76,7 +71,6 @@ def test_draw_on_given_axes():
     lambda: plotting.draw_pipeline(2, 0),
     lambda: plotting.pipeline_schedule(0, 2),
     lambda: plotting.draw_visible_devices("3,,5"),
-    lambda: plotting.draw_data_parallel(2, ax="not axes"),
 ])
 def test_bad_arguments(call):
     with pytest.raises(ValueError):

@@ -140,16 +140,3 @@ def test_model_strategy_report_outside_any_scope():
                       "variable_class": "ResourceVariable"}
     with pytest.raises(ValueError, match="Keras model"):
         st.model_strategy_report(object())
-
-
-def test_plot_histories():
-    import matplotlib.pyplot as plt
-
-    ax = st.plot_histories({"a": {"loss": [3, 2, 1]}, "b": {"loss": [3, 2.5, 2]}}, title="t")
-    assert len(ax.lines) == 2 and ax.get_title() == "t"
-    np.testing.assert_array_equal(ax.lines[0].get_xdata(), [1, 2, 3])
-    with pytest.raises(ValueError, match="has no 'accuracy'"):
-        st.plot_histories({"a": {"loss": [1]}}, metric="accuracy")
-    with pytest.raises(ValueError, match="empty"):
-        st.plot_histories({})
-    plt.close("all")

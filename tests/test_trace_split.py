@@ -88,7 +88,7 @@ def test_split_and_shares(trace):
 
 
 def test_split_errors():
-    with pytest.raises(ValueError, match="devices must be >= 1"):
+    with pytest.raises(ValueError, match="devices must be an int >= 1"):
         trace_split.split([], devices=0)
     with pytest.raises(ValueError, match="no complete events"):
         trace_split.split([], devices=1)
