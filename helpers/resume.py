@@ -113,11 +113,10 @@ class TrainingRun:
                                    f"{what}: {error_summary(self.log(raw=True)) or 'no Python error in its log'} "
                                    f"(log: {self.log_path})")
 
-    def wait_for_epoch(self, epoch: int, timeout: float = 120, poll: float = 0.02) -> dict:
+    def wait_for_epoch(self, epoch: int, timeout: float = 120) -> dict:
         """Block until this process logged the end of ``epoch`` (1-based, logged after its backup); return the line.
 
-        Raises :class:`TrainingFailedError` if the process exits first and
-        :class:`TrainingTimeoutError` (after killing it) after ``timeout`` s.
+        :class:`TrainingFailedError` if it exits first, :class:`TrainingTimeoutError` (killed) after ``timeout`` s.
         """
         positive_int("epoch", epoch)
         timeout = positive_number("timeout", timeout, unit="seconds")
@@ -133,7 +132,7 @@ class TrainingRun:
                 self.stop()
                 raise TrainingTimeoutError(f"epoch {epoch} not finished within {timeout:g} s; "
                                            f"process {child.pid} killed (log: {self.log_path})")
-            time.sleep(poll)
+            time.sleep(0.02)
 
     def kill(self) -> int:
         """``SIGKILL`` the process group, reap it, return its exit code (``-9``; another: it had exited itself)."""
