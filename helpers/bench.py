@@ -44,7 +44,7 @@ SCRIPT_NAME = "bench_child.py"
 
 @dataclass(frozen=True)
 class BenchConfig:
-    """What to measure (the global batch is ``batch_per_replica * replicas``); build one with :func:`make_config`."""
+    """What to measure, checked when made (the global batch is ``batch_per_replica * replicas``)."""
 
     replicas: tuple = (1, 2, 4)
     ways: tuple = WAYS
@@ -57,8 +57,8 @@ class BenchConfig:
     policy: Optional[str] = None
     timeout: float = 600.0
 
-    def validate(self) -> "BenchConfig":
-        """Return self, or raise ``ValueError`` saying which setting is wrong."""
+    def __post_init__(self) -> None:
+        """Raise ``ValueError`` saying which setting is wrong."""
         reps, ways, shape = tuple(self.replicas), tuple(self.ways), tuple(self.input_shape)
         if not reps or len(set(reps)) != len(reps):
             raise ValueError(f"replicas must name distinct replica counts, e.g. (1, 2, 4), got {reps}")
@@ -75,7 +75,6 @@ class BenchConfig:
         if self.policy is not None and not isinstance(self.policy, str):
             raise ValueError(f"policy must be a Keras dtype policy name or None, got {self.policy!r}")
         positive_number("timeout", self.timeout, unit="seconds")
-        return self
 
     def to_dict(self) -> dict:
         """The settings as a JSON-ready dict: what the benchmark script reads (``settings["steps"]`` ...)."""
@@ -91,7 +90,7 @@ def make_config(**overrides) -> BenchConfig:
                        batch_per_replica=config.pick(quick=64, full=256),
                        input_shape=config.pick(quick=(8, 8, 1), full=(32, 32, 3)),
                        width=config.pick(quick=16, full=64))
-    return replace(base, **{k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}).validate()
+    return replace(base, **{k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()})
 
 
 @dataclass
@@ -179,7 +178,7 @@ def make_report(results: Sequence[dict], cfg: BenchConfig, seconds: float = 0.0)
     """A :class:`BenchReport` from script results; every (way, replicas) of ``cfg`` not measured is n/a."""
     rows = [to_measurement(r) for r in results]
     seen, nan = {(m.way, m.replicas) for m in rows}, float("nan")
-    for n in cfg.validate().replicas:
+    for n in cfg.replicas:
         for way in cfg.ways:
             if (way, n) not in seen:
                 note = TOWERS_NA if way == "towers" and n < 2 else "n/a: not measured"
@@ -208,7 +207,7 @@ def run_script(script, replicas: int, cfg: BenchConfig, echo: bool = True) -> li
         raise ValueError(f"no script at {script}: run the %%writefile cells first")
     if echo:
         print(f"[bench] {replicas} replica(s): a fresh process runs {script.name} ...", flush=True)
-    cmd = [sys.executable, str(script), str(replicas), json.dumps(cfg.validate().to_dict())]
+    cmd = [sys.executable, str(script), str(replicas), json.dumps(cfg.to_dict())]
     try:
         proc = run(cmd, _child_env(), timeout=cfg.timeout)
     except subprocess.TimeoutExpired:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional, Sequence
 
+from .checks import is_int
+
 
 def _cell(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.1f}"
-    if isinstance(value, int) and not isinstance(value, bool):
+    if is_int(value):
         return f"{value:,}"
     return str(value)
 
@@ -23,17 +25,12 @@ def format_table(rows: Iterable[Mapping[str, object]], columns: Optional[Sequenc
     rows = list(rows)
     if not all(isinstance(r, Mapping) for r in rows):
         raise ValueError(f"each row must be a dict, got {[type(r).__name__ for r in rows]}")
-    if columns is None:
-        columns = []
-        for r in rows:
-            columns += [k for k in r if k not in columns]
-    columns = [str(c) for c in columns]
+    columns = [str(c) for c in (dict.fromkeys(k for r in rows for k in r) if columns is None else columns)]
     if not columns:
         raise ValueError("nothing to show: no rows and no columns")
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
-    numeric = [all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
-                   for r in rows if r.get(c) is not None) and any(r.get(c) is not None for r in rows)
-               for c in columns]
+    filled = [[r[c] for r in rows if r.get(c) is not None] for c in columns]
+    numeric = [bool(vs) and all(is_int(v) or isinstance(v, float) for v in vs) for vs in filled]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
 
     def line(values: Sequence[str]) -> str:
