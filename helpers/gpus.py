@@ -227,7 +227,6 @@ def tensorflow_names(value: Optional[str]) -> dict[Entry, str]:
 class Visibility:
     """What a process would see: ``visible`` = physical positions, in the new order."""
 
-    value: Optional[str]
     visible: tuple[int, ...]
     dropped: tuple[Entry, ...]
 
@@ -249,7 +248,7 @@ def resolve_visible(value: Optional[str], gpus: Union[int, Sequence[GpuInfo]]) -
         uuids = [None] * nonneg_int("gpus (a GPU count, or GpuInfo rows)", gpus)
     entries = parse_cuda_visible_devices(value)
     if entries is None:
-        return Visibility(value, tuple(range(len(uuids))), ())
+        return Visibility(tuple(range(len(uuids))), ())
     visible: list[int] = []
     for pos, entry in enumerate(entries):
         if isinstance(entry, int):
@@ -258,9 +257,9 @@ def resolve_visible(value: Optional[str], gpus: Union[int, Sequence[GpuInfo]]) -
             matches = [i for i, u in enumerate(uuids) if u and u.lower().startswith(entry.lower())]
             found = matches[0] if len(matches) == 1 else None
         if found is None or found in visible:
-            return Visibility(value, tuple(visible), tuple(entries[pos:]))
+            return Visibility(tuple(visible), tuple(entries[pos:]))
         visible.append(found)
-    return Visibility(value, tuple(visible), ())
+    return Visibility(tuple(visible), ())
 
 
 # --------------------------------------------------------------------------- asking CUDA itself
