@@ -6,7 +6,6 @@
 import ctypes
 import json
 import os
-import sys
 
 
 def probe() -> dict:
@@ -15,7 +14,7 @@ def probe() -> dict:
            "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER"),
            "driver": None, "error": None, "devices": []}
     lib = None
-    for name in {"win32": ["nvcuda.dll"], "darwin": []}.get(sys.platform, ["libcuda.so.1", "libcuda.so"]):
+    for name in ("libcuda.so.1", "libcuda.so"):   # Linux (Windows: WSL); a Mac has no CUDA driver
         try:
             lib = ctypes.CDLL(name)
             out["driver"] = name
