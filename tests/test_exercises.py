@@ -1,16 +1,25 @@
-"""Every exercise, through the framework: a right, an unattempted and a wrong-kind answer, and its hint.
+"""Every exercise, through the framework: a right, an unattempted and a wrong-kind answer, and its hint;
+the framework itself; and lesson 05's capstone (05.5), whose checker runs the learner's script end to end.
 
-Per-exercise wrong answers (right kind, wrong content) are in tests/test_exercises_wrong.py and
-tests/test_exercises_lesson03.py.
+Per-exercise wrong answers (right kind, wrong content) are in tests/test_exercises_lessonNN.py. The capstone
+tests launch the script in fresh processes (killed after epoch 1, then the same command again); its wrong
+answers are the solution with one or more faults put back, so every message is tied to its fault.
 """
 
+import ast
 import functools
+import json
 import re
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from helpers import exercises
+from helpers.exercises import capstone
 
 KEYS = exercises.all_keys()
 
@@ -246,3 +255,215 @@ def test_show_solution_prints_source_and_returns_nothing(capsys):
         assert "lambda: 42" in out and "Exercise 99.9 - correct: got 42" in out
     finally:
         exercises.REGISTRY.pop("99.9")
+
+
+
+# ---- the checkers' shared helpers ----------------------------------------------------------------
+
+def test_is_number_and_error_line():
+    assert exercises.is_number(np.float32(0.5)) and exercises.is_number(3)
+    assert not exercises.is_number(True) and not exercises.is_number("3")
+    assert exercises.error_line(ValueError("first line\nsecond")) == "ValueError: first line"
+    assert exercises.error_line(KeyError(), 5) == "KeyError: "
+    assert exercises.error_line(RuntimeError("x" * 50), 10) == "RuntimeError: " + "x" * 10
+
+
+def test_practice_strategy_is_made_once_per_device_list(replicas):
+    import tensorflow as tf
+
+    strategy = exercises.practice_strategy()
+    assert strategy is exercises.practice_strategy(replicas) and strategy.num_replicas_in_sync == 2
+    assert isinstance(strategy.extended._cross_device_ops, tf.distribute.ReductionToOneDevice)  # no collectives
+    assert exercises.practice_strategy(replicas[:1]).num_replicas_in_sync == 1
+
+
+def test_quiet_tf_restores_the_level_after_an_error():
+    import tensorflow as tf
+
+    logger = tf.get_logger()
+    before = logger.level
+    with pytest.raises(KeyError), exercises.quiet_tf():
+        assert logger.level == 40       # logging.ERROR
+        raise KeyError("inside")
+    assert logger.level == before
+
+
+def test_model_problem_names_what_is_wrong(replicas):
+    import keras
+
+    strategy = exercises.practice_strategy()
+    assert exercises.model_problem(None, strategy, "f(s)") == ("f(s) must return the Keras model, it returned None: "
+                                                               "does it end with `return model`?")
+    assert "it returned the number 3" in exercises.model_problem(3, strategy, "f(s)")
+    outside = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    assert "1 replica(s)" in exercises.model_problem(outside, strategy, "f(s)")
+    with strategy.scope():
+        inside = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        assert "not compiled" in exercises.model_problem(inside, strategy, "f(s)")
+        inside.compile(optimizer="sgd", loss="mse")
+    assert exercises.model_problem(inside, strategy, "f(s)") is None
+
+
+def test_jax_here_and_in_a_fresh_process():
+    assert exercises.jax_devices_here() is None                      # this test process runs Keras on TensorFlow
+    code = "import jax, json\nprint(json.dumps({'devices': len(jax.devices())}))"
+    assert exercises.run_in_jax(code, 3) == {"devices": 3}
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        exercises.run_in_jax("1 / 0", 1)
+
+# ---- lesson 05's capstone (05.5) ------------------------------------------------------------------
+
+CAPSTONE = "05.5"
+SOLUTION_SOURCE = capstone.SOLUTION.read_text()
+
+
+def _variant(tmp_path, *replacements):
+    """The solution with each (old, new) replacement applied once (each must match), next to its module."""
+    source = SOLUTION_SOURCE
+    for old, new in replacements:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    path = capstone.starter(tmp_path, capstone.SOLUTION)
+    path.write_text(source)
+    return path
+
+
+def _capstone_not_yet(answer, *phrases, absent=()):
+    ok, text = exercises.verdict(CAPSTONE, answer)
+    assert not ok and text.startswith(f"Exercise {CAPSTONE} - not yet: "), text
+    for phrase in phrases:
+        assert phrase in text, (phrase, text)
+    for phrase in absent:
+        assert phrase not in text, (phrase, text)
+    return text
+
+
+def test_capstone_registered_as_lessons_last_exercise():
+    ex = exercises.get(CAPSTONE)
+    assert ex.checker is capstone._check and ex.title.startswith("capstone")
+    assert CAPSTONE == max((k for k in exercises.all_keys() if k.startswith("05.")), key=lambda k: int(k[3:]))
+
+
+@pytest.mark.parametrize("path", [capstone.GIVEN, capstone.SOLUTION, capstone.SHARED])
+def test_capstone_scripts_are_short_and_helper_free(path):
+    source = path.read_text()
+    imported = {alias.name.split(".")[0] for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {(node.module or "").split(".")[0] for node in ast.walk(ast.parse(source))
+                 if isinstance(node, ast.ImportFrom)}
+    assert "helpers" not in imported
+    assert len(source.splitlines()) <= 50
+
+
+@pytest.mark.slow
+def test_capstone_given_script_stops_at_the_checkpoints_period(tmp_path):
+    """The "before": on Keras 3 the 2017 script runs up to ModelCheckpoint(..., period=1) and stops there."""
+    given = capstone.starter(tmp_path / "given")
+    assert given.read_text() == capstone.GIVEN.read_text()
+    assert capstone.starter(tmp_path / "given") == given                 # a second call: the same file
+    source = given.read_text()
+    assert 'monitor="val_acc"' in source and "period=1" in source and '"best.h5"' in source
+    assert "BATCH_SIZE = 32" in source and "LEARNING_RATE = 0.01" in source and "build_model(LEARNING_RATE)" in source
+    proc = subprocess.run([sys.executable, str(given), "--out", str(tmp_path / "out"), "--epochs", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("TypeError:") and "unexpected keyword argument 'period'" in last, proc.stderr
+    assert "keras.callbacks.ModelCheckpoint(" in proc.stderr and "SETUP" not in proc.stdout
+
+
+def _notebook_stub():
+    """What lesson 05's %%writefile cell holds before the learner starts: comments only."""
+    cells = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / "05_pickling_checkpoint_error.ipynb")
+                       .read_text(encoding="utf-8"))["cells"]
+    cell = next("".join(c["source"]) for c in cells if "".join(c["source"]).startswith("%%writefile {PORTED}"))
+    return cell.split("\n", 1)[1]
+
+
+def test_capstone_unattempted_launches_nothing(tmp_path, monkeypatch):
+    def no_launch(*args, **kwargs):
+        raise AssertionError("the checker launched a process for an unattempted exercise")
+
+    monkeypatch.setattr(capstone, "TrainingRun", no_launch)
+    stub = tmp_path / "train_2_replicas.py"
+    stub.write_text(_notebook_stub())
+    start = time.monotonic()
+    text = _capstone_not_yet(stub, "not attempted yet", "nothing was run")
+    assert time.monotonic() - start < 1
+    hint = exercises.get(CAPSTONE).hint
+    assert exercises.verdict(CAPSTONE, ...) == (False, f"Exercise {CAPSTONE}: not attempted yet. Hint: {hint}")
+    _capstone_not_yet(tmp_path / "missing.py", "run the %%writefile cell first")
+    stub.write_text("def broken(:\n")
+    _capstone_not_yet(stub, "not valid Python: line 1")
+    assert "Hint" in text
+
+
+@pytest.mark.slow
+def test_capstone_solution_passes_and_resumes():
+    start = time.monotonic()
+    ok, text = exercises.verdict(CAPSTONE, exercises.get(CAPSTONE).solution())
+    print(f"checker run time for the right answer: {time.monotonic() - start:.1f} s")
+    assert ok, text
+    for phrase in ("2 replicas", "global batch of 64", "learning rate of 0.02 (linear scaling)",
+                   "reloads from best.keras", "resumed at epoch 2"):
+        assert phrase in text, (phrase, text)
+
+
+@pytest.mark.slow
+def test_capstone_batch_rate_and_resume_left_alone(tmp_path):
+    """Global batch left at 32, learning rate left at 0.01, no BackupAndRestore: three messages."""
+    answer = _variant(tmp_path,
+                      ("BATCH_SIZE = 32 * strategy.num_replicas_in_sync", "BATCH_SIZE = 32"),
+                      ("LEARNING_RATE = 0.01 * strategy.num_replicas_in_sync", "LEARNING_RATE = 0.01"),
+                      ("callbacks=[backup, checkpoint, EpochLine()]", "callbacks=[checkpoint, EpochLine()]"))
+    text = _capstone_not_yet(answer,
+                    "the global batch is 32, 16 per replica", "32 x num_replicas_in_sync = 64",
+                    "the learning rate is 0.01 (left at the one-device rate)", "linear scaling rule",
+                    "started over at epoch 1", "BackupAndRestore",
+                    absent=("replica(s): build", "monitor", "steps in epoch 1", "failed"))
+    assert text.count("; ") == 2, text                       # one message per problem
+
+
+@pytest.mark.slow
+def test_capstone_old_monitor_name(tmp_path):
+    answer = _variant(tmp_path, ('monitor="val_accuracy"', 'monitor="val_acc"'))
+    _capstone_not_yet(answer, "monitors 'val_acc'", "'val_accuracy'", "the first run failed: ValueError",
+             absent=("global batch is", "learning rate is", "started over"))
+
+
+@pytest.mark.slow
+def test_capstone_the_given_script_as_answer(tmp_path):
+    """Handing in the unported script: the checker explains `period`, then names the failure."""
+    _capstone_not_yet(capstone.GIVEN, "ModelCheckpoint has no `period`", "save_freq='epoch'",
+             "the first run failed: TypeError", "unexpected keyword argument 'period'")
+
+
+def test_capstone_show_solution_prints_the_script(monkeypatch, capsys):
+    monkeypatch.setattr(exercises, "check", lambda key, answer: print(f"checked {Path(answer).name}"))
+    exercises.show_solution(CAPSTONE)
+    out = capsys.readouterr().out
+    assert SOLUTION_SOURCE in out and "import helpers" not in out
+    assert out.rstrip().endswith("checked train_2_replicas.py")
+
+
+def test_capstone_each_problem_has_its_message(tmp_path):
+    """The checker's judgements on SETUP and EPOCH lines, without launching anything."""
+    out = tmp_path / "out"
+    good = {"global_batch": 64, "checkpoint": str(out / "best.keras"), "monitor": "val_accuracy",
+            "save_best_only": True}
+    assert capstone._setup_problems(good, out) == []
+    wrong = dict(good, checkpoint=str(out / "best.h5"), monitor="val_loss", save_best_only=False)
+    text = "; ".join(capstone._setup_problems(wrong, out))
+    assert "'best.h5'" in text and "ending in .keras" in text and "monitors 'val_loss'" in text
+    assert "save_best_only=True" in text
+    assert "not in the --out folder" in capstone._setup_problems(dict(good, checkpoint="/elsewhere/b.keras"), out)[0]
+    epoch = {"replicas": 2, "steps": 23, "learning_rate": 0.02}
+    assert capstone._batch_and_lr_problems(good, epoch) == []
+    four = {"replicas": 4, "steps": 12, "learning_rate": 0.04}       # MirroredStrategy() on 4 GPUs
+    assert capstone._batch_and_lr_problems(dict(good, global_batch=128), four) == []
+    [one] = capstone._batch_and_lr_problems(good, dict(epoch, replicas=1))
+    assert "trains on 1 replica(s)" in one and "set_logical_device_configuration" in one
+    [steps] = capstone._batch_and_lr_problems(good, dict(epoch, steps=45))
+    assert "fit ran 45 steps in epoch 1" in steps and "make 23" in steps
+    [lr] = capstone._batch_and_lr_problems(good, dict(epoch, learning_rate=0.04))
+    assert "the learning rate is 0.04:" in lr and "0.01 x num_replicas_in_sync = 0.02" in lr

@@ -1,45 +1,42 @@
-"""Lesson 00's exercise 00.2 ("make this model train on 2 replicas") explains wrong answers.
+"""Lesson 00's checkers explain wrong answers, 00.2's ("make this model train on 2 replicas") on 2 replicas.
 
-tests/test_exercises.py covers the solution, the unattempted answer, answers of the wrong kind and the hint;
-tests/test_exercises_wrong.py covers 00.1. Here the learner's code runs on the checker's two replicas.
+tests/test_exercises.py covers the solutions, the unattempted answers, answers of the wrong kind and the hints.
+Here 00.1's wrong counts, and the learner's code of 00.2 run on the checker's two replicas.
 """
 
 import json
 from pathlib import Path
 
 import keras
+import numpy as np
 import pytest
 
 from helpers import exercises
-from helpers.exercises import lesson00
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "00_start_here.ipynb"
 
 
-def _not_yet(answer, *phrases):
-    ok, text = exercises.verdict("00.2", answer)
-    assert not ok and text.startswith("Exercise 00.2 - not yet: "), text
+def _not_yet(answer, *phrases, key="00.2"):
+    ok, text = exercises.verdict(key, answer)
+    assert not ok and text.startswith(f"Exercise {key} - not yet: "), text
     assert "could not check" not in text, text
     for phrase in phrases:
         assert phrase in text, (phrase, text)
-    assert text.endswith(f"\n  Hint: {exercises.get('00.2').hint}"), text
+    assert text.endswith(f"\n  Hint: {exercises.get(key).hint}"), text
 
 
 def _model():
     return keras.Sequential([keras.Input((64,)), keras.layers.Dense(10, activation="softmax")])
 
 
-def test_the_notebook_shows_the_start_code_the_tests_run():
+def test_the_start_code_unchanged_trains_on_one_device(replicas):
     cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
     cell = next("".join(c["source"]) for c in cells
                 if c["cell_type"] == "code" and 'helpers.exercises.check("00.2", answer)' in "".join(c["source"]))
-    assert cell.startswith(lesson00.START_00_2)
-    assert "answer = ...  # your code here: answer = train" in cell
-
-
-def test_the_start_code_unchanged_trains_on_one_device(replicas):
+    start, rest = cell.split("\nanswer = ...")
+    assert rest.startswith("  # your code here: answer = train")
     scope = {"keras": keras}
-    exec(lesson00.START_00_2, scope)  # noqa: S102 - the notebook's own snippet
+    exec(start, scope)  # noqa: S102 - the notebook's own snippet
     _not_yet(scope["train"], "_DefaultDistributionStrategy with 1 replica(s)", "with strategy.scope():")
 
 
@@ -108,5 +105,13 @@ def test_no_model_or_an_error(answer, words, replicas):
 
 
 def test_the_solution_is_correct_and_says_why(replicas):
-    ok, text = exercises.verdict("00.2", lesson00._solve_train())
+    ok, text = exercises.verdict("00.2", exercises.get("00.2").solution())
     assert ok and "each step took 64 rows: 32 on each replica" in text, text
+
+
+@pytest.mark.parametrize("key, answer, words", [
+    ("00.1", 1, "a single device - did you pass devices=REPLICAS?"),
+    ("00.1", np.int64(3), "3 replicas: the strategy should use exactly the devices in REPLICAS"),
+])
+def test_00_1_values(key, answer, words, replicas):
+    _not_yet(answer, words, key=key)

@@ -15,10 +15,14 @@ from helpers import exercises
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "06_scaling_and_performance.ipynb"
 
 
-def _not_yet(key, answer, phrase):
+def _not_yet(key, answer, *phrases, hint=True):
+    """A wrong answer: 'not yet', each phrase, then the hint unless the framework judged its kind (hint=False)."""
     ok, text = exercises.verdict(key, answer)
     assert not ok and text.startswith(f"Exercise {key} - not yet: "), text
-    assert phrase in text, text
+    assert "could not check" not in text, text
+    for phrase in phrases:
+        assert phrase in text, (phrase, text)
+    assert text.endswith(f"\n  Hint: {exercises.get(key).hint}") == hint, text
     return text
 
 
@@ -134,5 +138,22 @@ def test_06_5_other_wrong_fixes(replicas):
     _not_yet("06.5", _variant(POLICY_LEFT_SET, SCALED_TWICE, no_cache), "keep the cache")
     per_replica_batch = ("global_batch = per_replica * strategy.num_replicas_in_sync", "global_batch = per_replica")
     _not_yet("06.5", _variant(*fixed, per_replica_batch), "the global batch is")
-    _not_yet("06.5", lambda x, y, strategy: None, "does nothing yet")
+    _not_yet("06.5", lambda x, y, strategy: None, "does nothing yet", hint=False)
     _not_yet("06.5", lambda x, y, strategy: print("hi"), "returned None")
+
+
+def test_06_wrong_functions():
+    import tensorflow as tf
+
+    _not_yet("06.1", lambda sps, base, n: sps / base, "that is the speed-up")
+    _not_yet("06.1", lambda sps, base, n: n / (sps / base), "expected")
+    def no_return(sps, base, n):
+        sps / base / n
+
+    _not_yet("06.1", no_return, "returned None; it should return a number")
+    _not_yet("06.2", lambda n: 0.01, "returned the one-GPU rate 0.01")
+    _not_yet("06.2", lambda n: 0.01 * n * 32, "(linear scaling rule)")
+    _not_yet("06.3", lambda ds: ds.prefetch(tf.data.AUTOTUNE), "the slow map ran 9 times")
+    _not_yet("06.3", lambda ds: ds.cache(), "end with the step that prepares batch k+1")
+    _not_yet("06.3", lambda ds: ds.shuffle(10, seed=1).cache().prefetch(1), "the data changed")
+    _not_yet("06.3", lambda ds: ds.cache() and None, "it returned None")

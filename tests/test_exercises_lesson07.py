@@ -73,14 +73,11 @@ def test_07_1_unattempted_and_lambda_start_nothing(monkeypatch):
 
 # ---- 07.2: fix the input ---------------------------------------------------------------------------
 
-def _notebook_cell(key):
+def _broken_snippet(key):
+    """The code the notebook's exercise cell shows above `answer = ...` (the broken version to fix)."""
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     [source] = ["".join(c["source"]) for c in cells if f'check("{key}"' in "".join(c["source"])]
-    return source
-
-
-def test_07_2_notebook_shows_the_broken_snippet():
-    assert lesson07.BROKEN_07_2 in _notebook_cell("07.2")
+    return source.split("\nanswer = ...")[0]
 
 
 def _module_from(source, tmp_path):
@@ -93,7 +90,7 @@ def _module_from(source, tmp_path):
 
 
 def test_07_2_the_broken_snippet_fails(tmp_path):
-    ok, text = _verdict("07.2", _module_from(lesson07.BROKEN_07_2, tmp_path))
+    ok, text = _verdict("07.2", _module_from(_broken_snippet("07.2"), tmp_path))
     assert not ok, text
     assert "a worker's batch has 8 rows: the global batch of 8 is shared by 2 workers" in text, text
     assert "drop the partial last batch" in text, text

@@ -5,7 +5,7 @@ import os
 
 import keras
 import tensorflow as tf
-from sklearn.datasets import load_digits
+from digits_job import EpochLine, build_model, load_data  # the data, the model, the checker's EPOCH line
 
 p = argparse.ArgumentParser()
 p.add_argument("--out", required=True)               # best.keras and backup/ go here
@@ -30,37 +30,9 @@ strategy = tf.distribute.MirroredStrategy(replica_devices(2))
 BATCH_SIZE = 32 * strategy.num_replicas_in_sync          # 32 per replica: the global batch grows
 LEARNING_RATE = 0.01 * strategy.num_replicas_in_sync     # linear scaling rule: lr grows with the batch
 
-digits = load_digits()
-x, y = (digits.images[..., None] / 16.0).astype("float32"), digits.target     # (1797, 8, 8, 1)
-
-
-def build_model():
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([
-        keras.Input((8, 8, 1)),
-        keras.layers.Conv2D(16, 3, padding="same", use_bias=False),
-        keras.layers.BatchNormalization(),
-        keras.layers.Activation("relu"),
-        keras.layers.Flatten(),
-        keras.layers.Dense(10, activation="softmax"),
-    ])
-    model.compile(optimizer=keras.optimizers.SGD(LEARNING_RATE, momentum=0.9),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    return model
-
-
-class EpochLine(keras.callbacks.Callback):          # one machine-readable line per finished epoch
-    def on_epoch_end(self, epoch, logs=None):
-        opt, value = self.model.optimizer, keras.ops.convert_to_numpy
-        print("EPOCH", json.dumps({
-            "epoch": epoch + 1, "pid": os.getpid(), "steps": int(value(opt.iterations)),
-            "replicas": self.model.distribute_strategy.num_replicas_in_sync,
-            "learning_rate": float(value(opt.learning_rate)), "val_accuracy": float(logs["val_accuracy"])}),
-            flush=True)
-
-
+x, y = load_data()
 with strategy.scope():                               # variables (and BatchNorm's) mirrored on each replica
-    model = build_model()
+    model = build_model(LEARNING_RATE)
 checkpoint = keras.callbacks.ModelCheckpoint(os.path.join(args.out, "best.keras"), monitor="val_accuracy",
                                              save_best_only=True)                # save_freq="epoch"
 backup = keras.callbacks.BackupAndRestore(os.path.join(args.out, "backup"))     # resume after a kill

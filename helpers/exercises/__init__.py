@@ -1,81 +1,57 @@
-"""Exercises: self-checks that explain, and solutions kept out of the way.
+"""Exercises: self-checks that say what is wrong, and solutions kept out of the way.
 
-Why: an exercise is only useful if the learner can tell whether they got it
-right *and why not*.  Each lesson registers its exercises in a module of this
-package (``helpers/exercises/lesson01.py`` ...)::
+Each lesson module registers its exercises::
 
-    register("01.1", title="...", checker=_check, solution=_solve, hint="...",
-             expects="list", wants="a list with one list of numbers per replica")
+    register("01.1", title="...", checker=_check, solution=_solve, hint="...", expects="list", wants="...")
 
-* ``expects`` declares the *kind* of answer (see :data:`KINDS`; a tuple allows
-  several).  The framework checks it before the checker runs, so a value
-  where a function was asked for (or the reverse), a class instead of an
-  instance, or ``None`` from a function that forgot ``return`` gets one
-  targeted sentence saying what was passed and what is wanted, instead of an
-  exception from deep inside the checker.  ``takes=N`` also checks that a
-  function answer accepts N positional arguments.
-* ``checker(answer) -> (ok: bool, message: str)``: the message says what is
-  right or wrong, never just "False".  It only sees answers of the right kind.
-* ``solution() -> answer``: a working solution; the tests run every solution
-  through :func:`verdict` so solutions cannot rot.
-* ``hint``: a nudge in the right direction that never spells out the answer.
-
-In a notebook::
-
-    answer = ...                       # your code
-    helpers.exercises.check("01.1", answer)
-    # helpers.exercises.show_solution("01.1")   # uncomment to reveal
-
-:func:`check` and :func:`show_solution` only print (they return ``None``, so
-Jupyter shows no stray ``False``); :func:`verdict` returns ``(ok, text)``
-for code and tests that need the verdict.
+The framework checks the *kind* of answer (``expects``, see :data:`KINDS`; ``takes=N`` for a function's
+arguments) before ``checker(answer) -> (ok, message)`` runs, so a wrong kind gets one targeted sentence.
+``solution()`` returns a working answer (the tests run every one). In a notebook: ``check("01.1", answer)``
+prints the verdict, ``show_solution("01.1")`` the solution; :func:`verdict` returns ``(ok, text)``.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import dis
 import functools
 import importlib
+import importlib.util
 import inspect
+import json
 import numbers
 import pkgutil
 import re
+import sys
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 from ..checks import is_int
+from ..devices import ensure_devices
+from ..replica_checks import check_distributed
+from ..subproc import run_python
 
 Checker = Callable[[Any], "tuple[bool, str]"]
 
 
 def framework_class(dotted: str) -> type:
     """The class at ``dotted`` (``"keras.Model"``), importing its top package now (an answer's expected kind)."""
-    top, *parts = dotted.split(".")
-    obj = importlib.import_module(top)
-    for part in parts:
-        obj = getattr(obj, part)
+    obj = pkgutil.resolve_name(dotted)
     if not isinstance(obj, type):
         raise ValueError(f"{dotted!r} is not a class")
     return obj
 
 
 def _is_function(value: Any) -> bool:
-    """A function the learner wrote: def, lambda, method, partial or tf.function.
-
-    Not any callable: Keras layers and models are callable too, and passing
-    ``make_model(strategy)`` (a model) where ``make_model`` is wanted must be caught.
-    """
+    """A def, lambda, method, partial or tf.function: not any callable (a Keras model is callable too)."""
     return (inspect.isroutine(value) or isinstance(value, functools.partial)
             or (callable(value) and hasattr(value, "python_function")))  # tf.function
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)  # numpy ints too
-
-
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """A real number that is not a bool (numpy numbers too)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
@@ -85,8 +61,8 @@ KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "function": ("a function", _is_function),
     "dict": ("a dict", lambda v: isinstance(v, dict)),
     "str": ("a string", lambda v: isinstance(v, str)),
-    "int": ("a whole number", _is_int),
-    "number": ("a number", _is_number),
+    "int": ("a whole number", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)),
+    "number": ("a number", is_number),
     "list": ("a list", lambda v: isinstance(v, (list, tuple))),
     "class": ("a class", inspect.isclass),
 }
@@ -124,7 +100,7 @@ def describe(value: Any) -> str:
     if isinstance(value, str):
         shown = value if len(value) <= 40 else value[:37] + "..."
         return f"the string {shown!r}"
-    if _is_number(value):
+    if is_number(value):
         return f"the number {value}"
     if isinstance(value, dict):
         keys = sorted(map(repr, value))
@@ -141,7 +117,7 @@ def describe(value: Any) -> str:
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         return f"an array or tensor of shape {tuple(value.shape)}"
     top = cls.__module__.split(".")[0]
-    if top in ("keras", "tf_keras"):
+    if top == "keras":
         bases = {c.__name__ for c in cls.__mro__}
         what = "model" if "Model" in bases else "layer" if "Layer" in bases else "object"
         return f"a Keras {what} ({name})"
@@ -151,7 +127,7 @@ def describe(value: Any) -> str:
 
 
 def _does_nothing(fn: Callable) -> bool:
-    """True for a function whose body only returns None: ``def f(x): ...``, ``pass``, a docstring, ``lambda: None``."""
+    """True for a function whose body only returns None: ``...``, ``pass``, a docstring, ``lambda: None``."""
     code = getattr(inspect.unwrap(getattr(fn, "python_function", fn)), "__code__", None)
     if code is None:
         return False
@@ -229,13 +205,8 @@ REGISTRY: dict[str, Exercise] = {}
 def register(key: str, *, title: str, checker: Checker, solution: Callable[[], Any], hint: str = "",
              expects: Union[str, tuple, list] = (), wants: str = "",
              takes: Union[int, None] = None) -> Exercise:
-    """Register an exercise under ``key`` (``"NN.M"``: lesson number, exercise number).
-
-    Args:
-        expects: the kind(s) of answer: names in :data:`KINDS` or dotted class names.
-        wants: the answer described for the learner ("a function lr_for(replicas)"); default from ``expects``.
-        takes: for a function answer, how many positional arguments it is called with.
-    """
+    """Register exercise ``key`` (``"NN.M"``); ``expects``: kind(s) of answer (:data:`KINDS` or dotted class
+    names), ``wants``: the answer in words for the learner, ``takes``: a function answer's positional arguments."""
     if not re.fullmatch(r"\d\d\.\d+", key):
         raise ValueError(f"exercise key must look like '01.2', got {key!r}")
     if not callable(checker) or not callable(solution):
@@ -256,11 +227,17 @@ def _load_all() -> None:
 
 
 def get(key: str) -> Exercise:
-    """The registered exercise ``key``; ``ValueError`` names the known keys if absent."""
+    """The registered exercise ``key``; ``ValueError`` names the known keys if absent.
+
+    Only the lesson's own module is imported first: lessons 08, 10 and 11 run on JAX, without TensorFlow.
+    """
+    lesson = f"{__name__}.lesson{str(key)[:2]}"
+    if key not in REGISTRY and re.fullmatch(r"\d\d\.\d+", str(key)) and importlib.util.find_spec(lesson):
+        importlib.import_module(lesson)
     if key not in REGISTRY:
-        _load_all()
+        _load_all()      # 05.5, the capstone, has a module of its own
     if key not in REGISTRY:
-        raise ValueError(f"no exercise {key!r}; known: {', '.join(sorted(REGISTRY)) or 'none'}")
+        raise ValueError(f"no exercise {key!r}; known: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[key]
 
 
@@ -271,12 +248,10 @@ def all_keys() -> list[str]:
 
 
 def verdict(key: str, answer: Any) -> "tuple[bool, str]":
-    """``(ok, text)`` for ``answer`` to exercise ``key``: the verdict and exactly what :func:`check` prints.
+    """``(ok, text)`` for ``answer`` to exercise ``key``: exactly what :func:`check` prints.
 
-    Never raises for a wrong answer: an answer left as ``...`` is "not attempted"
-    (one line with the hint), one of the wrong kind gets a sentence naming what was
-    passed and what is wanted, and a checker that fails on a strange answer is
-    reported as a wrong answer with the reason.
+    Never raises: ``...`` is "not attempted" (with the hint), a wrong kind gets one sentence naming what was
+    passed and what is wanted, and a checker that fails on a strange answer reports the reason.
     """
     ex = get(key)
     if answer is Ellipsis:
@@ -294,10 +269,7 @@ def verdict(key: str, answer: Any) -> "tuple[bool, str]":
 
 
 def check(key: str, answer: Any) -> None:
-    """Print whether ``answer`` to exercise ``key`` is right, and why; returns None (nothing to display).
-
-    Use :func:`verdict` to get the verdict as a value.
-    """
+    """Print whether ``answer`` to exercise ``key`` is right, and why; None, so Jupyter displays nothing."""
     print(verdict(key, answer)[1])
 
 
@@ -313,10 +285,8 @@ def _global_names(code) -> set[str]:
 def solution_imports(fn: Callable) -> list[str]:
     """The import lines of ``fn``'s module that bind names ``fn`` uses, with absolute module names.
 
-    Why: by the import rule (:mod:`helpers`) a lesson module imports numpy, the standard
-    library and other helpers modules once at its top, so a solution's own source does not
-    show them; :func:`show_solution` prints these lines above it, and the printed solution
-    runs as it stands when pasted into a notebook.
+    Why: a solution's own source does not show its module's top imports; :func:`show_solution` prints
+    these above it, so the printed solution runs as it stands when pasted into a notebook.
     """
     code, module = getattr(fn, "__code__", None), inspect.getmodule(fn)
     try:
@@ -355,3 +325,75 @@ def show_solution(key: str) -> None:
             print("\n".join(imports) + "\n")
         print(textwrap.dedent(inspect.getsource(ex.solution)))
     check(key, ex.solution())
+
+
+# ---- shared by the checkers -------------------------------------------------------------------
+
+_STRATEGIES: dict = {}
+
+
+def practice_strategy(devices: "list[str] | None" = None):
+    """A checker's MirroredStrategy over ``devices`` (default: 2 replica devices), made once per device list.
+
+    It reduces with ReductionToOneDevice: a kernel keeps at most one collective MirroredStrategy (lesson 04,
+    "A trap when you re-run cells"), and a check must never break the learner's kernel.
+    """
+    names = tuple(devices or ensure_devices(2))
+    if names not in _STRATEGIES:
+        import tensorflow as tf
+
+        _STRATEGIES[names] = tf.distribute.MirroredStrategy(
+            list(names), cross_device_ops=tf.distribute.ReductionToOneDevice())
+    return _STRATEGIES[names]
+
+
+@contextlib.contextmanager
+def quiet_tf():
+    """TensorFlow's Python logger shows errors only inside the block (a check's steps would warn about retracing)."""
+    import tensorflow as tf
+
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def error_line(exc: BaseException, limit: int = 200) -> str:
+    """``"TypeError: first line of the message"``, cut at ``limit`` characters: a learner's error in a verdict."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0][:limit] if lines else ''}"
+
+
+def model_problem(model: Any, strategy: Any, call: str) -> Union[str, None]:
+    """Why ``model``, what ``call`` returned, is not a Keras model distributed by ``strategy``; None if it is."""
+    if not hasattr(model, "distribute_strategy"):
+        return (f"{call} must return the Keras model, it returned {describe(model)}"
+                + (": does it end with `return model`?" if model is None else ""))
+    try:
+        check_distributed(model, strategy)
+    except AssertionError as err:
+        return str(err)
+    return None
+
+
+def jax_devices_here() -> Union[int, None]:
+    """How many JAX devices this process has when Keras runs on JAX here (lessons 10-11's kernels), else None."""
+    if "keras" not in sys.modules or "jax" not in sys.modules:
+        return None
+    import jax
+    import keras
+
+    return len(jax.devices()) if keras.backend.backend() == "jax" else None
+
+
+def run_in_jax(code: str, devices: int) -> Any:
+    """Run ``code`` in a fresh Keras-on-JAX process with ``devices`` host devices; its last line, JSON-decoded."""
+    run = run_python(code, env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+                                "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"},
+                     timeout=600, echo=False)
+    if not run.ok:
+        raise RuntimeError(f"checking in a JAX subprocess failed: {run.last_error_line() or run.stderr[-300:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])

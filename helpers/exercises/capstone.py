@@ -1,25 +1,16 @@
 """Lesson 05's capstone (exercise 05.5): port a single-GPU training script to 2 replicas.
 
-The learner gets ``train_single_gpu.py`` (``helpers/capstone_scripts/``), a Keras 2 style
-script that stops on Keras 3 with ``TypeError: ... unexpected keyword argument 'period'``,
-and writes the ported script to a file.  The checker runs that file END TO END, twice, each
-time in a fresh process (:class:`helpers.resume.TrainingRun`): the first run is killed with
-``SIGKILL`` after its first epoch, the second is the same command and must resume.  It reads
-the script's machine-readable lines (the contract, kept from the given script)::
-
-    SETUP {"global_batch": 64, "checkpoint": ".../best.keras", "monitor": "val_accuracy", "save_best_only": true}
-    EPOCH {"epoch": 1, "pid": 123, "steps": 23, "replicas": 2, "learning_rate": 0.02, "val_accuracy": 0.83}
-    DONE {"epochs_run": 2}
-
-``EPOCH`` comes from the given ``EpochLine`` callback, which reads the live model
-(its strategy's replica count, the optimizer's step counter and learning rate), so the
-steps per epoch prove the global batch.  A file with no statement yet (the stub) is "not
-attempted" and launches nothing.
+The learner ports ``train_single_gpu.py`` (``helpers/capstone_scripts/``, a Keras 2 style script that stops on
+Keras 3 at ``period``) into a file. The checker runs that file twice in fresh processes
+(:class:`helpers.resume.TrainingRun`): killed with ``SIGKILL`` after epoch 1, then the same command, which must
+resume. It reads the script's ``SETUP``, ``EPOCH`` (from the given ``EpochLine``, which reads the live model, so
+the steps prove the global batch) and ``DONE`` lines. A file of comments only (the stub) launches nothing.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import math
 import shutil
@@ -34,6 +25,7 @@ from . import register
 SCRIPTS = Path(__file__).resolve().parent.parent / "capstone_scripts"
 GIVEN = SCRIPTS / "train_single_gpu.py"
 SOLUTION = SCRIPTS / "train_2_replicas.py"
+SHARED = SCRIPTS / "digits_job.py"             # the data, the model and EpochLine: both scripts import it
 
 REPLICAS = 2                                   # at least (MirroredStrategy() on 4 GPUs: 4)
 BASE_BATCH, BASE_LR = 32, 0.01                 # the given script's, for one device
@@ -41,18 +33,12 @@ EPOCHS, KILL_AFTER = 3, 1                      # the checker's runs: --epochs 3,
 TRAIN_ROWS = 1437                              # load_digits' 1797 rows, validation_split=0.2 keeps 80 %
 RUN_TIMEOUT = 240.0                            # seconds per run, TensorFlow's start included
 
-#: What the notebook's %%writefile cell holds before the learner starts: comments only, "not attempted".
-STUB = """\
-# Exercise 05.5: paste the given train_single_gpu.py here, then port it to 2 replicas.
-# The checker runs this file twice: python train_2_replicas.py --out DIR --epochs 3
-"""
-
-
-def starter(folder) -> Path:
-    """Copy the given single-GPU script into ``folder`` (created if needed); return its path."""
+def starter(folder, script: Path = GIVEN) -> Path:
+    """Copy ``script`` (default: the given single-GPU one) and the module it imports into ``folder``; its path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    return Path(shutil.copyfile(GIVEN, folder / GIVEN.name))
+    shutil.copyfile(SHARED, folder / SHARED.name)
+    return Path(shutil.copyfile(script, folder / script.name))
 
 
 def _unattempted(source: str) -> bool:
@@ -64,10 +50,8 @@ def _lines(log: str, tag: str) -> list[dict]:
     rows = []
     for line in log.splitlines():
         if line.startswith(tag + " "):
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 rows.append(json.loads(line[len(tag) + 1:]))
-            except json.JSONDecodeError:
-                pass
     return rows
 
 
@@ -213,8 +197,7 @@ def _check(answer):
 
 
 def _solve():
-    folder = Path(tempfile.mkdtemp(prefix="capstone-solution-"))
-    return shutil.copyfile(SOLUTION, folder / SOLUTION.name)
+    return starter(tempfile.mkdtemp(prefix="capstone-solution-"), SOLUTION)
 
 
 _solve.script = SOLUTION      # show_solution prints this file, the helper-free ported script

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 from ..devices import ensure_devices
-from ..replica_checks import check_distributed
-from . import describe, register
-from .lesson01 import practice_strategy, quiet_tf
+from . import error_line, model_problem, practice_strategy, quiet_tf, register
 
 # ---- 00.1: count the replicas -------------------------------------------------------------------------
 
@@ -22,8 +22,6 @@ def _check_replicas(answer):
 
 
 def _solve_replicas():
-    import tensorflow as tf
-
     # In the notebook: strategy.num_replicas_in_sync, the strategy made above (one per kernel, lesson 04).
     # A second strategy in the same kernel passes ReductionToOneDevice (no collective ops, no clash):
     second = tf.distribute.MirroredStrategy(devices=ensure_devices(2),
@@ -37,15 +35,6 @@ register("00.1", title="count the replicas", checker=_check_replicas, solution=_
               "has an attribute that counts the replicas it keeps in sync.")
 
 # ---- 00.2: make this model train on 2 replicas ----------------------------------------------------------
-
-#: The one-device code the notebook gives, exactly as its exercise cell shows it (a test keeps them equal).
-START_00_2 = '''\
-def train(strategy, x, y):
-    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(10, activation="softmax")])
-    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-    model.fit(x, y, batch_size=32, epochs=1, verbose=0)   # 32 rows on each replica, please
-    return model
-'''
 
 ROWS_00_2 = 256
 PER_REPLICA_00_2 = 32
@@ -64,17 +53,13 @@ def _check_train(answer):
         if "Mixing different tf.distribute.Strategy objects" in str(exc):
             return False, ("compile ran outside the scope the model was built in (TensorFlow: 'Mixing different "
                            "tf.distribute.Strategy objects'): compile inside the same `with strategy.scope():`")
-        return False, (f"train(strategy, x, y) raised {type(exc).__name__}: {str(exc).splitlines()[0][:160]}. "
-                       "Did you build and compile the model inside the strategy's scope, and pass fit the x "
-                       "and y it was given?")
-    if not hasattr(model, "distribute_strategy"):
-        return False, f"train must return the trained Keras model, it returned {describe(model)}"
-    try:
-        check_distributed(model, strategy)
-    except AssertionError as err:
+        return False, (f"train(strategy, x, y) raised {error_line(exc, 160)}. Did you build and compile the model "
+                       "inside the strategy's scope, and pass fit the x and y it was given?")
+    problem = model_problem(model, strategy, "train")
+    if problem is not None:
         bound = getattr(model, "_distribute_strategy", None)
         other = bound is not None and bound is not strategy and bound.num_replicas_in_sync > 1
-        return False, f"{err}" + (". Use the strategy train receives, not a new one" if other else "")
+        return False, problem + (". Use the strategy train receives, not a new one" if other else "")
     steps = int(model.optimizer.iterations.numpy())
     epochs = len(getattr(getattr(model, "history", None), "epoch", []) or []) or 1
     if steps == 0:
@@ -93,8 +78,6 @@ def _check_train(answer):
 
 
 def _solve_train():
-    import keras
-
     def train(strategy, x, y):
         with strategy.scope():                       # variables created here are mirrored on every replica
             model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(10, activation="softmax")])

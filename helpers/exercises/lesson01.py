@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import collections
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 from ..devices import ensure_devices
 from ..placement import short_device
-from . import describe, register
+from . import describe, practice_strategy, quiet_tf, register
 
 # ---- 01.1: how MirroredStrategy splits a global batch -------------------------------------------
 
@@ -32,8 +34,6 @@ def _check_split(answer):
 
 
 def _solve_split():
-    import tensorflow as tf
-
     # In the notebook, use the lesson's `strategy`. A second one in the same kernel passes
     # ReductionToOneDevice (lesson 04's rule: one collective strategy per kernel):
     strategy = tf.distribute.MirroredStrategy(devices=ensure_devices(2),
@@ -52,8 +52,6 @@ register("01.1", title="split a global batch over the replicas", checker=_check_
 
 
 def _check_placed(answer):
-    import keras
-
     dense = [layer for layer in answer.layers if isinstance(layer, keras.layers.Dense)]
     if len(dense) < 2 or not all(layer.built for layer in dense):
         return False, "the model needs two built Dense layers (8 -> 16 -> 3); build it with keras.Input((8,))"
@@ -72,9 +70,6 @@ def _check_placed(answer):
 
 
 def _solve_placed():
-    import keras
-    import tensorflow as tf
-
     first, second = ensure_devices(2)
     with tf.device(first):
         inputs = keras.Input((8,))
@@ -129,44 +124,6 @@ register("01.3", title="data, model or pipeline parallelism?", checker=_check_ki
          expects="dict", wants='a dict {"a": ..., "b": ..., "c": ...} of "data", "model" or "pipeline"',
          hint="ask: does the model fit on one device? if yes, what is the bottleneck?")
 
-# ---- shared: one throw-away strategy for the checkers of lessons 01-05 --------------------------
-
-_PRACTICE: dict = {}
-
-
-def practice_strategy():
-    """A MirroredStrategy over two replica devices, made once per process and reused by the checkers.
-
-    The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
-    one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
-    strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
-    cross_device_ops=tf.distribute.ReductionToOneDevice().
-    This is a checker's strategy: a check must never break the kernel.
-    """
-    if "strategy" not in _PRACTICE:
-        import tensorflow as tf
-
-        _PRACTICE["strategy"] = tf.distribute.MirroredStrategy(
-            ensure_devices(2), cross_device_ops=tf.distribute.ReductionToOneDevice())
-    return _PRACTICE["strategy"]
-
-
-
-class quiet_tf:
-    """Inside the block TensorFlow's Python logger shows errors only (a check's fits would warn about retracing)."""
-
-    def __enter__(self):
-        import tensorflow as tf
-
-        self._level = tf.get_logger().level
-        tf.get_logger().setLevel("ERROR")
-
-    def __exit__(self, *exc):
-        import tensorflow as tf
-
-        tf.get_logger().setLevel(self._level)
-
-
 # ---- 01.4: write the replica step: per-example loss, global batch, one update ---------------------
 
 GLOBAL_BATCH_01_4 = 8
@@ -180,9 +137,6 @@ def _data_01_4():
 
 
 def _check_replica_step(answer):
-    import keras
-    import tensorflow as tf
-
     strategy = practice_strategy()
     x, y = _data_01_4()
     keras.utils.set_random_seed(4)
@@ -232,8 +186,6 @@ def _check_replica_step(answer):
 
 
 def _solve_replica_step():
-    import tensorflow as tf
-
     def replica_step(model, optimizer, x, y, global_batch_size):
         with tf.GradientTape() as tape:
             per_example = tf.square(model(x, training=True) - y)[:, 0]    # one loss per row
@@ -252,28 +204,8 @@ register("01.4", title="write the replica step", checker=_check_replica_step, so
 
 # ---- 01.5: find and fix - the optimizer state of a split model ---------------------------------
 
-BROKEN_01_5 = '''\
-def compile_split(model):
-    model.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy")
-    return model
-'''
-
-
-def _split_model():
-    import keras
-    import tensorflow as tf
-
-    first, second = ensure_devices(2)
-    with tf.device(first):
-        inputs = keras.Input((8,))
-        hidden = keras.layers.Dense(16, activation="relu")(inputs)
-    with tf.device(second):
-        outputs = keras.layers.Dense(3, activation="softmax")(hidden)
-    return keras.Model(inputs, outputs)
-
-
 def _check_compile_split(answer):
-    model = _split_model()
+    model = _solve_placed()          # the lesson's split model: Dense(16) on one device, Dense(3) on the other
     result = answer(model)
     if result is not model:
         return False, ("compile_split(model) must compile the model it is given and return it, it returned "
@@ -298,8 +230,6 @@ def _check_compile_split(answer):
 
 
 def _solve_compile_split():
-    import keras
-
     def compile_split(model):
         optimizer = keras.optimizers.Adam()
         optimizer.build(model.trainable_variables)     # eagerly: each slot next to its weight

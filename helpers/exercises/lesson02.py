@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import tensorflow as tf
+
 from ..devices import ensure_devices
 from ..gpus import (
     SAMPLE_MIXED_NVIDIA_SMI_CSV,
@@ -15,14 +17,9 @@ from ..gpus import (
     tensorflow_names,
 )
 from ..placement import missing_device, ran_on, short_device
-from . import register
+from . import quiet_tf, register
 
 # ---- 02.1: choose GPUs from nvidia-smi output --------------------------------------------------
-
-
-def _freest_two() -> list[int]:
-    rows = parse_nvidia_smi_csv(SAMPLE_NVIDIA_SMI_CSV)
-    return sorted(r.index for r in sorted(rows, key=lambda r: -r.memory_free_mib)[:2])
 
 
 def _check_freest(answer):
@@ -30,7 +27,7 @@ def _check_freest(answer):
         entries = parse_cuda_visible_devices(answer)
     except ValueError as exc:
         return False, str(exc)
-    want = _freest_two()
+    want = [int(i) for i in _solve_freest().split(",")]
     if entries is None or len(entries) != 2:
         return False, f"{answer!r} selects {len(entries or [])} GPU(s); pick exactly two"
     if not all(isinstance(e, int) for e in entries):
@@ -126,8 +123,6 @@ register("02.3", title="select one GPU of a mixed workstation", checker=_check_e
 
 
 def _check_make_strategy(answer):
-    import tensorflow as tf
-
     replicas = ensure_devices(2)
     ghost = missing_device("GPU")
     try:
@@ -152,13 +147,8 @@ def _check_make_strategy(answer):
 
     values = strategy.experimental_distribute_values_from_function(
         lambda ctx: tf.fill((2, 2), float(ctx.replica_id_in_sync_group)))
-
-    logger, level = tf.get_logger(), tf.get_logger().level
-    logger.setLevel("ERROR")   # eager strategy.run (to see where each op ran) warns about its overhead
-    try:
+    with quiet_tf():   # eager strategy.run (to see where each op ran) warns about its overhead
         out = strategy.run(lambda t: tf.matmul(t, t), args=(values,))
-    finally:
-        logger.setLevel(level)
     ran = [ran_on(t) for t in strategy.experimental_local_results(out)]
     want = [short_device(d) for d in replicas]
     if ran != want:
@@ -168,8 +158,6 @@ def _check_make_strategy(answer):
 
 
 def _solve_make_strategy():
-    import tensorflow as tf
-
     def make_strategy(devices):
         existing = {short_device(d.name) for d in tf.config.list_logical_devices()}
         missing = [d for d in devices if short_device(d) not in existing]
@@ -187,13 +175,6 @@ register("02.4", title="a strategy that refuses missing devices", checker=_check
               "process really has?")
 
 # ---- 02.5: find and fix - CUDA_VISIBLE_DEVICES for a fresh process ------------------------------
-
-BROKEN_02_5 = '''\
-def child_env(selection):
-    os.environ["CUDA_VISIBLE_DEVICES"] = selection       # e.g. "3, 5" or "3,,5", as the user typed it
-    return os.environ
-'''
-
 
 def _check_child_env(answer):
     before = dict(os.environ)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 import warnings
 
+import keras
 import numpy as np
+import tensorflow as tf
+from keras import layers
 
+from ..checks import is_int
 from ..legacy import replica_devices, slice_sizes
 from ..models import small_cnn
 from ..replica_checks import check_distributed, replica_split
-from . import KINDS, describe, register
-from .lesson01 import practice_strategy, quiet_tf
+from . import KINDS, describe, error_line, is_number, model_problem, practice_strategy, quiet_tf, register
 
 # ---- 03.1: batch size and learning rate when moving from 1 GPU to 8 --------------------------------
 
@@ -23,7 +26,7 @@ def _check_batch_lr(answer):
     batch, lr = answer["batch_size"], answer["learning_rate"]
     if not KINDS["int"][1](batch):
         return False, f"batch_size must be a whole number, you gave {describe(batch)}"
-    if not KINDS["number"][1](lr):
+    if not is_number(lr):
         return False, f"learning_rate must be a number, you gave {describe(lr)}"
     if batch == 32:
         return False, ("32 is the per-replica batch. Under MirroredStrategy fit(batch_size=...) is the "
@@ -57,23 +60,12 @@ register("03.1", title="global batch and learning rate on 8 GPUs", checker=_chec
 
 
 def _check_make_model(answer):
-    import tensorflow as tf
-
-    # The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
-    # one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
-    # strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
-    # cross_device_ops=tf.distribute.ReductionToOneDevice(). This is a checker's:
-    # a check must never break the learner's kernel.
-    strategy = tf.distribute.MirroredStrategy(replica_devices(),
-                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    strategy = practice_strategy(replica_devices())
     model = answer(strategy)
-    if not hasattr(model, "distribute_strategy"):
-        return False, (f"make_model(strategy) must return a Keras model, it returned {describe(model)}"
-                       + (": does it end with `return model`?" if model is None else ""))
-    try:
-        report = check_distributed(model, strategy)
-    except AssertionError as err:
-        return False, str(err)
+    problem = model_problem(model, strategy, "make_model(strategy)")
+    if problem is not None:
+        return False, problem
+    report = check_distributed(model, strategy)
     if tuple(model.input_shape[1:]) != (8, 8, 1) or tuple(model.output_shape[1:]) != (10,):
         return False, (f"the model maps {model.input_shape} to {model.output_shape}; "
                        "expected 8x8x1 digits in and 10 class probabilities out")
@@ -82,7 +74,7 @@ def _check_make_model(answer):
     try:
         model.fit(x, y, batch_size=4, epochs=1, verbose=0)  # outside the scope, as in the lesson
     except Exception as err:  # noqa: BLE001 - report any training failure as the reason
-        return False, f"the model is distributed, but fit failed: {type(err).__name__}: {err}"[:500]
+        return False, f"the model is distributed, but fit failed: {error_line(err, 440)}"
     return True, (f"created and compiled inside strategy.scope(): {report['replicas']} replicas, "
                   f"{report['variable_class']} weights, and fit works outside the scope")
 
@@ -110,10 +102,7 @@ register("03.2", title="create and compile in the scope", checker=_check_make_mo
 
 
 def _as_sizes(value):
-    if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool)
-                                                for v in value):
-        return list(value)
-    return None
+    return list(value) if isinstance(value, (list, tuple)) and all(map(is_int, value)) else None
 
 
 def _check_split(answer):
@@ -154,9 +143,6 @@ ROWS_03_4 = 64
 
 def _counting_model(strategy):
     """A compiled model whose layer counts, per replica, the rows and batches it saw during fit."""
-    import keras
-    import tensorflow as tf
-
     with strategy.scope():
         counters = {name: tf.Variable(0, dtype=tf.int64, trainable=False,
                                       synchronization=tf.VariableSynchronization.ON_READ,
@@ -211,8 +197,6 @@ def _check_fit_per_replica(answer):
 
 
 def _solve_fit_per_replica():
-    import tensorflow as tf
-
     def fit_per_replica(strategy, model, x, y, per_replica_batch):
         global_batch = per_replica_batch * strategy.num_replicas_in_sync   # fit splits this over replicas
         dataset = (tf.data.Dataset.from_tensor_slices((x, y))
@@ -230,17 +214,6 @@ register("03.4", title="a tf.data pipeline for a per-replica batch", checker=_ch
 
 # ---- 03.5: find and fix - training on two replicas --------------------------------------------------
 
-BROKEN_03_5 = '''\
-def train_on_replicas(strategy, x, y):
-    model = keras.Sequential([keras.Input((64,)), layers.Dense(32, activation="relu"),
-                              layers.Dense(10, activation="softmax")])
-    with strategy.scope():
-        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-        model.fit(x, y, batch_size=16, epochs=1, verbose=0)    # 16 rows on each replica
-    return model
-'''
-
-
 def _check_train_on_replicas(answer):
     strategy = practice_strategy()
     n = 96
@@ -250,14 +223,10 @@ def _check_train_on_replicas(answer):
         with quiet_tf():
             model = answer(strategy, x, y)
     except (RuntimeError, ValueError) as exc:
-        return False, (f"it still fails: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}. Which "
-                       "variables were created outside the scope?")
-    if not hasattr(model, "distribute_strategy"):
-        return False, f"train_on_replicas must return the trained model, it returned {describe(model)}"
-    try:
-        check_distributed(model, strategy)
-    except AssertionError as err:
-        return False, str(err)
+        return False, f"it still fails: {error_line(exc, 160)}. Which variables were created outside the scope?"
+    problem = model_problem(model, strategy, "train_on_replicas")
+    if problem is not None:
+        return False, problem
     steps = int(model.optimizer.iterations.numpy())
     want = math.ceil(n / (16 * strategy.num_replicas_in_sync))
     if steps == math.ceil(n / 16):
@@ -271,9 +240,6 @@ def _check_train_on_replicas(answer):
 
 
 def _solve_train_on_replicas():
-    import keras
-    from keras import layers
-
     def train_on_replicas(strategy, x, y):
         with strategy.scope():                       # the weights are variables too: create them here
             model = keras.Sequential([keras.Input((64,)), layers.Dense(32, activation="relu"),

@@ -4,32 +4,20 @@ from __future__ import annotations
 
 import tempfile
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 from .. import batchnorm
 from ..devices import ensure_devices
-from . import describe, register
-from .lesson01 import practice_strategy, quiet_tf
+from . import describe, error_line, model_problem, practice_strategy, quiet_tf, register
 
 #: Exercise 04.2: the batch each replica sees (replica 0: ones, replica 1: threes).
 EXERCISE_2_DATA = (np.ones((4, 1), "float32"), np.full((4, 1), 3.0, "float32"))
 
 
-def _tf14_shadow_count(calls: int) -> int:
-    """How many ``biased*`` variables TF >= 1.4 creates for one moving_mean called ``calls`` times."""
-    import tensorflow as tf
-
-    graph = tf.Graph()
-    with graph.as_default():
-        moving_mean, batch_mean = batchnorm.make_moving_mean()
-        for i in range(calls):
-            with tf.name_scope(f"replica_{i}"):
-                batchnorm.assign_moving_average_tf14(moving_mean, batch_mean, 0.99)
-    return sum("/biased" in name for name in batchnorm.shadow_variables(graph))
-
-
 def _check_count(answer):
-    truth = _tf14_shadow_count(1 + 4)  # measured, not remembered: template build + 4 towers
+    truth = _solve_count()  # measured, not remembered: template build + 4 towers
     if answer == truth:
         return True, (f"{truth}: one per call of the BN layer - the template's own build plus one per "
                       "tower - named biased, biased_1, ... (plus as many local_step variables).")
@@ -42,8 +30,6 @@ def _check_count(answer):
 
 
 def _solve_count():
-    import tensorflow as tf
-
     graph = tf.Graph()
     with graph.as_default():
         moving_mean, batch_mean = batchnorm.make_moving_mean()
@@ -78,13 +64,7 @@ def _check_saved(answer):
 
 
 def _solve_saved():
-    import tensorflow as tf
-
-    # The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
-    # one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
-    # strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
-    # cross_device_ops=tf.distribute.ReductionToOneDevice(). This is a checker's:
-    # a check must never break the learner's kernel.
+    # A second strategy in this kernel: ReductionToOneDevice, no collective ops (section "A trap when you re-run")
     strategy = tf.distribute.MirroredStrategy(ensure_devices(2),
                                               cross_device_ops=tf.distribute.ReductionToOneDevice())
     answer = {}
@@ -121,8 +101,6 @@ def _one_uneven_step(model):
 
 
 def _bn_layers(model):
-    import keras
-
     def walk(parent):
         for child in getattr(parent, "layers", []):
             yield child
@@ -137,9 +115,9 @@ def _bn_layers(model):
 def _check_sync_bn(answer):
     strategy = practice_strategy()
     model = answer(strategy)
-    if not hasattr(model, "distribute_strategy"):
-        return False, (f"make_bn_model(strategy) must return a Keras model, it returned {describe(model)}"
-                       + (": does it end with `return model`?" if model is None else ""))
+    problem = model_problem(model, strategy, "make_bn_model(strategy)")
+    if problem is not None:
+        return False, problem
     bns = _bn_layers(model)
     if not bns:
         return False, "the model has no BatchNormalization layer"
@@ -148,7 +126,7 @@ def _check_sync_bn(answer):
     try:
         _one_uneven_step(model)
     except Exception as exc:  # noqa: BLE001 - a model that cannot train on (8, 4) -> (8, 1) is the answer's fault
-        return False, f"one training step on 8 rows of 4 features failed: {type(exc).__name__}: {str(exc)[:200]}"
+        return False, f"one training step on 8 rows of 4 features failed: {error_line(exc)}"
     bn = bns[0]
     copies = batchnorm.replica_values(bn.moving_mean, strategy)[:, 0]
     want = 5.0 * (1 - bn.momentum)          # moving = momentum * 0 + (1 - momentum) * global mean 5
@@ -184,21 +162,10 @@ register("04.3", title="BatchNorm statistics that agree on every replica", check
 
 # ---- 04.4: find and fix - measuring drift between replicas -----------------------------------------
 
-BROKEN_04_4 = '''\
-def replica_gap(model, strategy):
-    """Largest difference between the replicas' copies of the first BN layer's moving_mean."""
-    bn = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)][0]
-    copies = [bn.moving_mean.numpy() for _ in range(strategy.num_replicas_in_sync)]
-    return float(np.max(np.abs(copies[-1] - copies[0])))
-'''
-
-
 _TRAINED: dict = {}
 
 
 def _bn_model(strategy, synchronized):
-    import keras
-
     with strategy.scope():
         model = keras.Sequential([keras.Input((4,)), keras.layers.BatchNormalization(
             synchronized=synchronized, momentum=0.5), keras.layers.Dense(1)])
@@ -238,8 +205,6 @@ def _check_replica_gap(answer):
 
 
 def _solve_replica_gap():
-    import keras
-
     def replica_gap(model, strategy):
         bn = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)][0]
         # bn.moving_mean is a Keras variable; .value is the MirroredVariable with one copy per replica

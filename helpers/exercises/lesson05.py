@@ -8,17 +8,14 @@ import tempfile
 import types
 from pathlib import Path
 
+import keras
 import numpy as np
 
 from ..callbacks import count_saves
-from ..replica_checks import check_distributed
-from . import describe, register
-from .lesson01 import practice_strategy, quiet_tf
+from . import describe, model_problem, practice_strategy, quiet_tf, register
 
 
 def _check_lambda(answer):
-    import keras
-
     if not isinstance(answer, keras.layers.Lambda):  # a plain function: the layer's function, unwrapped
         return False, (f"you passed {describe(answer)}; this exercise wants the layer: your function "
                        "wrapped in keras.layers.Lambda(...)")
@@ -43,8 +40,6 @@ def _check_lambda(answer):
 
 
 def _solve_lambda():
-    import keras
-
     def first_half(t, parts):
         from keras import ops  # imported when the layer runs: a local name, nothing captured
         return t[: ops.shape(t)[0] // parts]
@@ -53,7 +48,6 @@ def _solve_lambda():
 
 
 def _check_checkpoint(answer):
-
     if answer.monitor == "val_acc":
         return False, ("since Keras 2.3 metrics=['accuracy'] logs 'val_accuracy'; 'val_acc' is never in the "
                        "logs (mode='auto' raises ValueError, mode='max' warns and saves every epoch)")
@@ -73,8 +67,6 @@ def _check_checkpoint(answer):
 
 
 def _solve_checkpoint():
-    import keras
-
     path = os.path.join(tempfile.gettempdir(), "best.keras")
     return keras.callbacks.ModelCheckpoint(path, monitor="val_accuracy", save_best_only=True)
 
@@ -95,8 +87,6 @@ ROWS_05_3, BATCH_05_3 = 64, 16
 
 
 def _check_resume(answer):
-    import keras
-
     strategy = practice_strategy()
     rng = np.random.default_rng(5)
     x, y = rng.normal(size=(ROWS_05_3, 8)).astype("float32"), np.arange(ROWS_05_3) % 3
@@ -112,12 +102,9 @@ def _check_resume(answer):
         path = str(Path(folder) / "last.keras")
         model.save(path)
         resumed = answer(path, strategy, x, y)
-    if not hasattr(resumed, "optimizer"):
-        return False, f"resume must return the model it trained, it returned {describe(resumed)}"
-    try:
-        check_distributed(resumed, strategy)
-    except AssertionError as err:
-        return False, f"{err} (for a file: call load_model inside the scope)"
+    problem = model_problem(resumed, strategy, "resume")
+    if problem is not None:
+        return False, problem + (" (for a file: call load_model inside the scope)" if hasattr(resumed, "fit") else "")
     done = int(keras.ops.convert_to_numpy(resumed.optimizer.iterations))
     if done == 2 * steps:
         return True, (f"loaded inside the scope (mirrored variables), and the optimizer went on from step "
@@ -132,8 +119,6 @@ def _check_resume(answer):
 
 
 def _solve_resume():
-    import keras
-
     def resume(path, strategy, x, y):
         with strategy.scope():                        # mirrored variables, optimizer state included
             model = keras.models.load_model(path)      # compiled: no compile() that would reset Adam
@@ -150,21 +135,7 @@ register("05.3", title="resume training under the strategy", checker=_check_resu
 
 # ---- 05.4: find and fix - the blog's checkpoint class ---------------------------------------------
 
-BROKEN_05_4 = '''\
-class BlogParallelModelCheckpoint(keras.callbacks.ModelCheckpoint):
-    def __init__(self, model, filepath, monitor='val_loss', verbose=0,
-                 save_best_only=False, save_weights_only=False, mode='auto', period=1):
-        self.single_model = model
-        super().__init__(filepath, monitor, verbose, save_best_only, save_weights_only, mode, period)
-
-    def set_model(self, model):
-        super().set_model(self.single_model)
-'''
-
-
 def _check_blog_class(answer):
-    import keras
-
     if not issubclass(answer, keras.callbacks.Callback):
         return False, f"{answer.__name__} must still be a Keras callback (a ModelCheckpoint subclass)"
     rng = np.random.default_rng(2)
@@ -190,8 +161,6 @@ def _check_blog_class(answer):
 
 
 def _solve_blog_class():
-    import keras
-
     class BlogParallelModelCheckpoint(keras.callbacks.ModelCheckpoint):
         def __init__(self, model, filepath, monitor='val_loss', verbose=0,
                      save_best_only=False, save_weights_only=False, mode='auto'):

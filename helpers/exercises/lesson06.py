@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 from .. import devices
 from ..input_pipeline import CallCounter, make_pipeline
 from ..replica_checks import global_batch_size, scale_learning_rate
-from . import KINDS, describe, register
+from . import describe, is_number, practice_strategy, register
 
 # 06.1 ------------------------------------------------------------------------------------------
 _EFF_CASES = (  # (samples/s, one-device samples/s on the same global batch, replicas) -> efficiency
@@ -24,7 +26,7 @@ def _check_efficiency(answer):
     for args, want in _EFF_CASES:
         got = answer(*args)
         sps, base, n = args
-        if not KINDS["number"][1](got):
+        if not is_number(got):
             return False, f"efficiency({sps}, {base}, {n}) returned {describe(got)}; it should return a number"
         if not math.isclose(got, want, rel_tol=1e-6):
             hint = ""
@@ -60,7 +62,7 @@ def _check_lr(answer):
     for n in (1, 2, 4, 8):
         want = scale_learning_rate(_BASE_LR, _PER_REPLICA, global_batch_size(_PER_REPLICA, n))
         got = answer(n)
-        if not KINDS["number"][1](got):
+        if not is_number(got):
             return False, f"lr_for({n}) returned {describe(got)}; it should return a number"
         if not math.isclose(got, want, rel_tol=1e-6):
             if math.isclose(got, _BASE_LR, rel_tol=1e-6):
@@ -109,8 +111,6 @@ def _check_pipeline(answer):
 
 
 def _solve_pipeline():
-    import tensorflow as tf
-
     def fix(dataset):
         return dataset.cache().prefetch(tf.data.AUTOTUNE)
 
@@ -133,23 +133,9 @@ def _steps(dataset) -> list[str]:
     return out
 
 
-def _lesson_strategy():
-    """A checker's MirroredStrategy over this process's replicas (the notebook's REPLICAS, else 2 devices).
-
-    The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
-    one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
-    strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
-    cross_device_ops=tf.distribute.ReductionToOneDevice().
-    """
-    import tensorflow as tf
-
-    names = devices.configured_devices() or devices.ensure_devices(2)
-    return tf.distribute.MirroredStrategy(list(names), cross_device_ops=tf.distribute.ReductionToOneDevice())
-
-
 # 06.4 ------------------------------------------------------------------------------------------
 def _check_make_dataset(answer):
-    strategy = _lesson_strategy()
+    strategy = practice_strategy(devices.configured_devices())  # REPLICAS, else 2 devices
     n = strategy.num_replicas_in_sync
     x = np.arange(96 * 3, dtype="float32").reshape(96, 3)
     y = np.arange(96, dtype="int64")
@@ -188,8 +174,6 @@ def _check_make_dataset(answer):
 
 
 def _solve_make_dataset():
-    import tensorflow as tf
-
     def make_dataset(x, y, per_replica, strategy):
         global_batch = per_replica * strategy.num_replicas_in_sync
         ds = tf.data.Dataset.from_tensor_slices((x, y)).cache()
@@ -207,9 +191,7 @@ register("06.4", title="a pipeline for MirroredStrategy", checker=_check_make_da
 
 # 06.5 ------------------------------------------------------------------------------------------
 def _check_fixed_prepare(answer):
-    import keras
-
-    strategy = _lesson_strategy()
+    strategy = practice_strategy(devices.configured_devices())  # REPLICAS, else 2 devices
     n = strategy.num_replicas_in_sync
     x = np.random.default_rng(0).random((256, 4)).astype("float32")
     y = np.arange(256, dtype="int64") % 10
@@ -255,9 +237,6 @@ def _check_fixed_prepare(answer):
 
 
 def _solve_fixed_prepare():
-    import keras
-    import tensorflow as tf
-
     noise = tf.random.Generator.from_seed(1)
 
     def augment(x, y):

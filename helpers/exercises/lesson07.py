@@ -1,9 +1,7 @@
-"""Exercises of 07_multi_worker_and_fault_tolerance: a part of the worker script, run on two real workers.
+"""Exercises of 07_multi_worker_and_fault_tolerance: the learner's function runs on two real workers.
 
-Each checker copies the learner's function (its source) into a small worker script next to a fresh
-``answer.py``, starts two workers with :mod:`helpers.cluster` (MultiWorkerMirroredStrategy on the CPU,
-one replica each), reads what each worker measured and says what is wrong. An unattempted answer
-(``...``) is answered by the framework before any process starts.
+The checker copies the function's source into a small worker script, starts two workers with
+:mod:`helpers.cluster` (MultiWorkerMirroredStrategy on the CPU, one replica each) and reads what each measured.
 """
 
 from __future__ import annotations
@@ -15,9 +13,11 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 
 from .. import cluster, subproc
 from . import register
+from .lesson01 import _solve_replica_step  # the replica step of 01.4: on workers it is the same
 
 GLOBAL_BATCH = 8          # examples per step, both workers together
 WORKERS = 2
@@ -138,18 +138,6 @@ def _check_replica_step(answer):
                    "the mean squared error of the global batch of 8")
 
 
-def _solve_replica_step():
-    import tensorflow as tf
-
-    def replica_step(model, optimizer, x, y, global_batch_size):
-        with tf.GradientTape() as tape:
-            per_example = tf.reduce_mean(tf.square(model(x, training=True) - y), axis=-1)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))   # all-reduces across the workers
-    return replica_step
-
-
 register("07.1", title="write the replica step of a two-worker job", checker=_check_replica_step,
          solution=_solve_replica_step, expects="function", takes=5,
          wants="a function replica_step(model, optimizer, x, y, global_batch_size)",
@@ -157,14 +145,6 @@ register("07.1", title="write the replica step of a two-worker job", checker=_ch
               "gradients: what must each worker divide its rows' squared errors by?")
 
 # ---- 07.2: fix a worker's input: the batch and the number of steps ------------------------------
-
-BROKEN_07_2 = '''\
-def make_dataset(ctx, x, y, global_batch):
-    ds = tf.data.Dataset.from_tensor_slices((x, y))
-    ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-    return ds.batch(global_batch)                      # broken
-'''
-
 
 def _check_dataset(answer):
     ran, outs = _run_answer(answer, "data")
@@ -201,8 +181,6 @@ def _check_dataset(answer):
 
 
 def _solve_dataset():
-    import tensorflow as tf
-
     def make_dataset(ctx, x, y, global_batch):
         ds = tf.data.Dataset.from_tensor_slices((x, y))
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)

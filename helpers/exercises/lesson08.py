@@ -8,9 +8,21 @@ from __future__ import annotations
 
 import re
 
+import keras
 import numpy as np
+from keras import distribution as kd
 
+from ..versions import at_least
 from . import describe, register
+
+
+def _mesh():
+    """A ("data", "model") mesh as the lesson builds it: 2x2 where there are 4 or more devices, else 1x2 (1x1)."""
+    devices = kd.list_devices()
+    devices = devices[:4] if len(devices) >= 4 else devices[:2]
+    shape = (2, 2) if len(devices) == 4 else (1, len(devices))
+    return kd.DeviceMesh(shape, ("data", "model"), devices)
+
 
 # ---- 08.1: LayoutMap keys for a Megatron-style MLP ----------------------------------------------
 
@@ -19,28 +31,14 @@ PATHS_08_1 = ("mlp/d1/kernel", "mlp/d1/bias", "mlp/d2/kernel", "mlp/d2/bias", "c
               "classifier/d2/kernel")
 
 
-def _layout_map(answer):
-    from keras import distribution as kd
-
-    devices = kd.list_devices()[:2]
-    mesh = kd.DeviceMesh((1, len(devices)), ("data", "model"), devices)
-    layout_map = kd.LayoutMap(mesh)
-    for key, axes in answer.items():
-        layout_map[key] = tuple(axes)
-    return layout_map
-
-
-def _axes(layout_map, path):
-    layout = layout_map[path]
-    return None if layout is None else tuple(layout.axes)
-
-
 def _check_megatron(answer):
     if not answer:
         return False, "the dict is empty: give one entry {LayoutMap key: axes tuple} per kernel to split"
     try:
-        layout_map = _layout_map(answer)
-        got = {p: _axes(layout_map, p) for p in PATHS_08_1}
+        layout_map = kd.LayoutMap(_mesh())
+        for key, axes in answer.items():
+            layout_map[key] = tuple(axes)
+        got = {p: None if layout_map[p] is None else tuple(layout_map[p].axes) for p in PATHS_08_1}
     except ValueError as exc:  # several keys match one path, or a bad axis name
         return False, f"Keras rejects this LayoutMap: {str(exc).splitlines()[0]}"
     wrong = []
@@ -77,20 +75,11 @@ register("08.1", title="LayoutMap keys that shard both Dense layers (Megatron st
 
 # ---- 08.2: what one device holds ----------------------------------------------------------------
 
-MESH_08_2 = {"data": 2, "model": 2}
-KERNEL_08_2 = (64, 128)
-GLOBAL_BATCH_08_2 = 64
-
-
-def _expected_shards():
-    return {"d1_kernel_per_device": (KERNEL_08_2[0], KERNEL_08_2[1] // MESH_08_2["model"]),
-            "devices_per_d1_block": MESH_08_2["data"],
-            "batch_per_device_model_parallel": GLOBAL_BATCH_08_2 // MESH_08_2["data"],
-            "batch_per_device_data_parallel": GLOBAL_BATCH_08_2 // (MESH_08_2["data"] * MESH_08_2["model"])}
+MESH_08_2 = {"data": 2, "model": 2}       # d1's kernel is (64, 128), the global batch 64
 
 
 def _check_shards(answer):
-    want = _expected_shards()
+    want = _solve_shards()
     if set(want) - set(answer):
         return False, f"expected the keys {sorted(want)}, got {sorted(map(repr, answer))}"
     why = {"d1_kernel_per_device": "(None, 'model') keeps all 64 rows and splits the 128 columns over the "
@@ -124,50 +113,29 @@ register("08.2", title="what one device of a 2x2 mesh holds", checker=_check_sha
 
 # ---- shared by 08.3 and 08.4: build under ModelParallel (JAX) or look the paths up (any backend) -----
 
-def _version(text: str) -> tuple:
-    return tuple(int(p) for p in re.findall(r"\d+", text)[:2])
-
-
-def _mesh():
-    """A ("data", "model") mesh as the lesson builds it: 2x2 where there are 4 or more devices, else 1x2 (1x1)."""
-    from keras import distribution as kd
-
-    devices = kd.list_devices()
-    devices = devices[:4] if len(devices) >= 4 else devices[:2]
-    shape = (2, 2) if len(devices) == 4 else (1, len(devices))
-    return kd.DeviceMesh(shape, ("data", "model"), devices)
-
-
 def _real_sharding() -> bool:
     """True where ModelParallel really shards: the JAX backend with 2 or more devices (a 'model' axis of 2)."""
-    import keras
-
     return keras.backend.backend() == "jax" and _mesh().shape[1] >= 2
 
 
 def _layouts(layout_map, build):
     """{weight path: axes} for the model ``build()`` makes: read from the arrays under JAX, else looked up.
 
-    Returns (layouts, how): how says which of the two it did, for the message.
+    Returns (layouts, model, how): how says which of the two it did, for the message.
     """
-    from keras import distribution as kd
-
     if _real_sharding():
         with kd.ModelParallel(layout_map=layout_map, batch_dim_name="data").scope():
             model = build()
-        out = {}
-        for v in model.weights:
-            spec = tuple(v.value.sharding.spec)
-            spec = spec + (None,) * (len(v.shape) - len(spec))
-            out[v.path] = tuple(spec)
-        return out, model, "read from each weight's jax sharding"
-    model = build()
-    out = {}
-    for v in model.weights:
-        layout = layout_map[v.path]
-        out[v.path] = tuple(layout.axes) if layout is not None else (None,) * len(v.shape)
-    return out, model, ("looked up in the LayoutMap: on the TensorFlow backend keras.distribution shards "
-                        "nothing, lesson 08 showed why")
+        specs = {v.path: tuple(v.value.sharding.spec) + (None,) * (len(v.shape) - len(v.value.sharding.spec))
+                 for v in model.weights}                     # a jax spec leaves its trailing Nones out
+        how = "read from each weight's jax sharding"
+    else:
+        model = build()
+        specs = {v.path: tuple(layout_map[v.path].axes) if layout_map[v.path] is not None else (None,) * len(v.shape)
+                 for v in model.weights}
+        how = ("looked up in the LayoutMap: on the TensorFlow backend keras.distribution shards nothing, "
+               "lesson 08 showed why")
+    return specs, model, how
 
 
 # ---- 08.3: a LayoutMap for an embedding tower -----------------------------------------------------
@@ -177,8 +145,6 @@ VOCAB_08_3, WIDTH_08_3 = 64, 32
 
 def tower(name="tower"):
     """The model of exercise 08.3: token ids -> Embedding -> mean -> Dense(64) -> Dense(8)."""
-    import keras
-
     return keras.Sequential([keras.Input((6,), dtype="int32"),
                              keras.layers.Embedding(VOCAB_08_3, WIDTH_08_3, name="embed"),
                              keras.layers.GlobalAveragePooling1D(name="pool"),
@@ -192,8 +158,6 @@ WANT_08_3 = {"embed/embeddings": ("model", None), "up/kernel": (None, "model"), 
 
 
 def _check_tower_layout(answer):
-    from keras import distribution as kd
-
     layout_map = answer(_mesh())
     if not isinstance(layout_map, kd.LayoutMap):
         return False, f"layout_for(mesh) must return a keras.distribution.LayoutMap, it returned {describe(layout_map)}"
@@ -224,8 +188,6 @@ def _check_tower_layout(answer):
 
 
 def _solve_tower_layout():
-    from keras import distribution as kd
-
     def layout_for(mesh):
         layout_map = kd.LayoutMap(mesh)
         layout_map[".*embed/embeddings"] = ("model", None)   # vocabulary rows over 'model'
@@ -245,20 +207,8 @@ register("08.3", title="a LayoutMap for an embedding tower", checker=_check_towe
 
 # ---- 08.4: find and fix - the 2023 guide's LayoutMap keys ------------------------------------------
 
-BROKEN_08_4 = '''\
-def guide_layout(mesh):
-    layout_map = kd.LayoutMap(mesh)
-    layout_map["d1/kernel"] = (None, "model")
-    layout_map["d1/bias"] = ("model",)
-    layout_map["d2/kernel"] = ("model", None)
-    return layout_map
-'''
-
-
 def mlp_08_4(name="mlp"):
     """The lesson's MLP: 64 features -> Dense(128, name="d1") -> Dense(10, name="d2")."""
-    import keras
-
     return keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu", name="d1"),
                              keras.layers.Dense(10, activation="softmax", name="d2")], name=name)
 
@@ -268,13 +218,10 @@ WANT_08_4 = {"d1/kernel": (None, "model"), "d1/bias": ("model",), "d2/kernel": (
 
 
 def _check_guide_layout(answer):
-    import keras
-    from keras import distribution as kd
-
     layout_map = answer(_mesh())
     if not isinstance(layout_map, kd.LayoutMap):
         return False, f"guide_layout(mesh) must return a keras.distribution.LayoutMap, it returned {describe(layout_map)}"
-    full_match = _version(keras.__version__) >= (3, 14)
+    full_match = at_least("keras", "3.14")
     try:
         got, _, how = _layouts(layout_map, mlp_08_4)
     except ValueError as exc:
@@ -298,8 +245,6 @@ def _check_guide_layout(answer):
 
 
 def _solve_guide_layout():
-    from keras import distribution as kd
-
     def guide_layout(mesh):
         layout_map = kd.LayoutMap(mesh)
         layout_map[".*d1/kernel"] = (None, "model")   # '.*': keys must match the whole path on Keras >= 3.14

@@ -1,38 +1,17 @@
 """Exercises of 09_when_it_goes_wrong: broken pieces of a multi-replica job, fixed by the learner.
 
-Each checker runs the learner's code on two replicas (the lesson's devices:
-``helpers.devices.ensure_devices(2)``) under a throw-away ``MirroredStrategy`` that
-reduces on one device (``ReductionToOneDevice``): it uses no collective ops, so it
-can never disturb the collectives of the strategy the notebook created.
-
-The course's collective-key policy (lesson 04, "A trap when you re-run cells"): a kernel has at most
-one multi-replica MirroredStrategy with the default (collective) all-reduce; any other multi-replica
-strategy in the same kernel (a checker's, a comparison's, a throw-away one) passes
-cross_device_ops=tf.distribute.ReductionToOneDevice().
+Each checker runs the learner's code on two replicas under the checkers' strategy (:func:`practice_strategy`).
 """
 
 from __future__ import annotations
 
-import inspect
-
+import keras
 import numpy as np
+import tensorflow as tf
 
 from ..clinic import flat
-from ..devices import ensure_devices
 from ..replica_checks import per_replica_batch_sizes
-from . import describe, register
-
-_STRATEGY = []
-
-
-def _strategy():
-    """One throw-away 2-replica strategy per process (created on first use)."""
-    import tensorflow as tf
-
-    if not _STRATEGY:
-        _STRATEGY.append(tf.distribute.MirroredStrategy(
-            ensure_devices(2), cross_device_ops=tf.distribute.ReductionToOneDevice()))
-    return _STRATEGY[0]
+from . import describe, practice_strategy, register
 
 
 def _data(rows: int):
@@ -44,8 +23,6 @@ def _data(rows: int):
 
 
 def _linear(weights):
-    import keras
-
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.set_weights(weights)
     return model
@@ -57,8 +34,6 @@ ROWS_09_1 = 5  # split 3 + 2 over two replicas: an uneven batch, as the last bat
 
 
 def _one_device_gradient(x, y, w):
-    import tensorflow as tf
-
     model = _linear(w)
     with tf.GradientTape() as tape:
         loss = tf.reduce_mean(tf.square(model(x) - y))
@@ -67,9 +42,7 @@ def _one_device_gradient(x, y, w):
 
 def _replica_gradient(loss_fn, x, y, w):
     """The all-reduced gradient two replicas apply when each uses ``loss_fn``; and each replica's loss."""
-    import tensorflow as tf
-
-    strategy = _strategy()
+    strategy = practice_strategy()
     with strategy.scope():
         model = _linear(w)
     batch = next(iter(strategy.experimental_distribute_dataset(
@@ -91,8 +64,6 @@ def _replica_gradient(loss_fn, x, y, w):
 
 
 def _check_loss(answer):
-    import tensorflow as tf
-
     x, y, w = _data(ROWS_09_1)
     probe = answer(tf.constant(y[:2]), tf.constant(y[:2] + 1.0), ROWS_09_1)   # one plain call first
     if probe is None:
@@ -137,8 +108,6 @@ def _uneven_reference(x, y, w, n):
 
 
 def _solve_loss():
-    import tensorflow as tf
-
     def replica_loss(labels, predictions, global_batch_size):
         per_example = tf.reduce_mean(tf.square(labels - predictions), axis=-1)   # one loss per row
         return tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
@@ -159,16 +128,10 @@ ROWS_09_2, BATCH_09_2 = 12, 6
 
 
 def _check_metric(answer):
-    import keras
-
-    if not inspect.isclass(answer):
-        if isinstance(answer, keras.metrics.Metric):
-            return False, f"you passed an instance of {type(answer).__name__}; pass the class itself (answer = RowsSeen)"
-        return False, f"you passed {type(answer).__name__}; this exercise wants your fixed metric class"
     if not issubclass(answer, keras.metrics.Metric):
         return False, f"{answer.__name__} is not a keras.metrics.Metric subclass"
     x, y, w = _data(ROWS_09_2)
-    strategy = _strategy()
+    strategy = practice_strategy()
     with strategy.scope():
         metric = answer()
         model = _linear(w)
@@ -189,9 +152,6 @@ def _check_metric(answer):
 
 
 def _solve_metric():
-    import keras
-    import tensorflow as tf
-
     class RowsSeen(keras.metrics.Metric):
         def __init__(self, name="rows_seen", **kwargs):
             super().__init__(name=name, **kwargs)
@@ -218,13 +178,11 @@ ROWS_09_3, GLOBAL_09_3 = 23, 6   # 3 full batches of 6 rows and 5 rows left over
 
 
 def _check_dataset(answer):
-    import tensorflow as tf
-
     x, y, _ = _data(ROWS_09_3)
     dataset = answer(x, y, GLOBAL_09_3)
     if not isinstance(dataset, tf.data.Dataset):
         return False, f"make_dataset(x, y, global_batch) returned {describe(dataset)}; it should return a tf.data.Dataset"
-    strategy = _strategy()
+    strategy = practice_strategy()
     sizes = per_replica_batch_sizes(strategy, dataset)
     uneven = [s for s in sizes if len(set(s)) > 1]
     if uneven:
@@ -242,8 +200,6 @@ def _check_dataset(answer):
 
 
 def _solve_dataset():
-    import tensorflow as tf
-
     def make_dataset(x, y, global_batch):
         return (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=0)
                 .batch(global_batch, drop_remainder=True))

@@ -1,25 +1,21 @@
 """Exercises of 10_memory_and_profiling.
 
-10.1 is checked by measurement: the checker compiles the train step the answer
-describes and reads XLA's ``memory_analysis()``.  That needs Keras on the JAX
-backend with the lesson's N devices (2 or 4, lesson 10's setup picks them); the
-notebook's kernel has them, any other process (the TensorFlow test run) measures
-in a fresh JAX subprocess with N host devices (4 unless told).  The budget
-depends on N: only the weights sharded over all N devices fit.  Results are
-cached per answer, so checking twice costs one compile.
+10.1 is checked by measurement: XLA's ``memory_analysis()`` of the train step the answer describes, compiled
+on the lesson's N devices (Keras on JAX: the notebook's kernel; any other process measures in a fresh JAX
+process with N host devices, 4 unless told). Results are cached per answer.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 
+import keras
 import numpy as np
+from keras import distribution as kd
 
+from ..checks import is_int
 from ..memory_report import bytes_on_device, compiled_memory
-from ..subproc import run_python
-from . import register
+from . import jax_devices_here, register, run_in_jax
 
 # ---- 10.1: fit a model into a per-device memory budget ------------------------------------------
 
@@ -37,8 +33,6 @@ KEYS_10_1 = ("replicas", "shard_weights", "gradient_accumulation_steps")
 
 def big_mlp(name: str = "big_mlp"):
     """The model of exercise 10.1: 256 -> 1024 -> 1024 -> 1024 -> 10, float32 (about 2.4 M parameters)."""
-    import keras
-
     return keras.Sequential([keras.Input((INPUT_WIDTH,))]
                             + [keras.layers.Dense(HIDDEN, activation="relu", name=f"d{i}") for i in (1, 2, 3)]
                             + [keras.layers.Dense(10, name="out")], name=name)
@@ -47,8 +41,6 @@ def big_mlp(name: str = "big_mlp"):
 def _measure_here(replicas: int, shard_weights: bool, accumulation: int) -> dict:
     """Compile the step in this process (Keras on JAX, >= ``replicas`` devices); bytes per device."""
     import jax
-    import keras
-    from keras import distribution as kd
 
     devices = kd.list_devices()[:replicas]
     if shard_weights and replicas > 1:
@@ -83,15 +75,8 @@ def _measure_here(replicas: int, shard_weights: bool, accumulation: int) -> dict
 
 
 def devices_here() -> int:
-    """The N of exercise 10.1: this process's JAX devices when Keras runs on JAX here (lesson 10's kernel),
-    else :data:`DEFAULT_DEVICES`."""
-    if "keras" in sys.modules and "jax" in sys.modules:
-        import jax
-        import keras
-
-        if keras.backend.backend() == "jax":
-            return len(jax.devices())
-    return DEFAULT_DEVICES
+    """The N of exercise 10.1: this process's JAX devices in lesson 10's kernel, else :data:`DEFAULT_DEVICES`."""
+    return jax_devices_here() or DEFAULT_DEVICES
 
 
 def budget_mib(devices: "int | None" = None) -> int:
@@ -101,15 +86,6 @@ def budget_mib(devices: "int | None" = None) -> int:
         raise ValueError(f"exercise 10.1 has budgets for {sorted(BUDGETS_MIB)} devices, not {n!r}; "
                          "run lesson 10 with MULTIGPU_JAX_DEVICES=2 or 4")
     return BUDGETS_MIB[n]
-
-
-def _can_measure_here(replicas: int) -> bool:
-    if "keras" not in sys.modules or "jax" not in sys.modules:
-        return False
-    import jax
-    import keras
-
-    return keras.backend.backend() == "jax" and len(jax.devices()) >= replicas
 
 
 _CACHE: dict = {}
@@ -124,26 +100,16 @@ def measure_all(configs) -> dict:
     """
     configs = [(int(r), bool(s), int(a)) for r, s, a in configs]
     todo = [c for c in dict.fromkeys(configs) if c not in _CACHE]
-    if todo and _can_measure_here(max(c[0] for c in todo)):
+    if todo and (jax_devices_here() or 0) >= max(c[0] for c in todo):
         for c in todo:
             _CACHE[c] = _measure_here(*c)
     elif todo:
-        n_host = max(c[0] for c in todo)
-        run = run_python(f"""
+        _CACHE.update(zip(todo, run_in_jax(f"""
             import json
             from helpers.exercises.lesson10 import _measure_here
             print(json.dumps([_measure_here(*c) for c in {todo!r}]))
-        """, env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
-                  "XLA_FLAGS": f"--xla_force_host_platform_device_count={n_host}"}, timeout=600, echo=False)
-        if not run.ok:
-            raise RuntimeError(f"measuring in a JAX subprocess failed: {run.last_error_line() or run.stderr[-300:]}")
-        _CACHE.update(zip(todo, json.loads(run.stdout.strip().splitlines()[-1])))
+        """, max(c[0] for c in todo))))
     return {c: _CACHE[c] for c in configs}
-
-
-def measure(replicas: int, shard_weights: bool, accumulation: int) -> dict:
-    """Bytes per device of one 10.1 config (see :func:`measure_all`)."""
-    return measure_all([(replicas, shard_weights, accumulation)])[(int(replicas), bool(shard_weights), int(accumulation))]
 
 
 def _mib(n: int) -> str:
@@ -162,13 +128,14 @@ def _check_budget(answer):
         return False, f"replicas={replicas!r}: use {choices} (this kernel has {n} devices)"
     if not isinstance(shard, bool):
         return False, f"shard_weights={shard!r}: give True or False"
-    if isinstance(accum, bool) or not isinstance(accum, int) or accum < 1:
+    if not is_int(accum) or accum < 1:
         return False, f"gradient_accumulation_steps={accum!r}: give a whole number >= 1 (1 = no accumulation)"
     if GLOBAL_BATCH % (accum * replicas):
         return False, (f"a global batch of {GLOBAL_BATCH} in {accum} micro-batch(es) split over {replicas} "
                        f"replica(s) does not divide evenly; pick k so that {GLOBAL_BATCH} / k divides by {replicas}")
     budget = budget_mib(n)
-    m = measure(int(replicas), bool(shard), int(accum))
+    config = (int(replicas), shard, int(accum))
+    m = measure_all([config])[config]
     total = m["argument"] + m["temp"]
     figures = (f"{_mib(total)} per device (weights {_mib(m['weights'])}, optimizer slots {_mib(m['slots'])}, "
                f"temp {_mib(m['temp'])})")

@@ -1,23 +1,21 @@
-"""Exercises of 11_finetune_llm_across_devices.
+"""Exercises of 11_finetune_llm_across_devices, checked on the devices.
 
-Both are checked on the devices: the checker builds the lesson's tiny Gemma (``tiny_gemma``) with LoRA under
-the answer's layout, on a ``(1, N)`` mesh (and ``(2, N // 2)`` where N >= 4), and reads every weight's sharding.
-That needs Keras on the JAX backend with keras-hub and N devices: the notebook's kernel has them; any other
-process (the TensorFlow test run) checks in one fresh JAX subprocess with N host devices (4 unless told), to
-which the answer function travels as its source code.  Facts are cached per answer source and device count, so
-checking twice costs one build.
+The checker builds the lesson's tiny Gemma with LoRA under the answer's layout on a ``(1, N)`` mesh (and
+``(2, N // 2)`` where N >= 4) and reads every weight's sharding: in lesson 11's kernel (Keras on JAX), else in
+a fresh JAX process with N host devices (4 unless told), to which the answer travels as its source.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
-import json
 import re
-import sys
 import textwrap
 
-from ..subproc import run_python
-from . import register
+import keras
+from keras import distribution as kd
+
+from . import jax_devices_here, register, run_in_jax
 
 VOCAB = 16                 #: the lesson's sentencepiece vocabulary
 HEADS, HEAD_DIM, HIDDEN, FFW, LAYERS, RANK = 8, 8, 64, 256, 2, 4
@@ -31,7 +29,6 @@ MODEL_DIM = {"attention/query/kernel": 0, "attention/attention_output/kernel": 0
 
 def tiny_gemma(vocabulary_size: int = VOCAB, seed: int = 11):
     """The lesson's model: a 2-layer GemmaCausalLM, 8 query heads and 1 key/value head (as gemma_2b_en)."""
-    import keras
     import keras_hub
 
     keras.utils.set_random_seed(seed)
@@ -48,14 +45,8 @@ def lora_paths() -> list[str]:
 
 
 def devices_here() -> int:
-    """N: this process's JAX devices when Keras runs on JAX here (lesson 11's kernel), else DEFAULT_DEVICES."""
-    if "keras" in sys.modules and "jax" in sys.modules:
-        import jax
-        import keras
-
-        if keras.backend.backend() == "jax":
-            return len(jax.devices())
-    return DEFAULT_DEVICES
+    """N: this process's JAX devices in lesson 11's kernel, else :data:`DEFAULT_DEVICES`."""
+    return jax_devices_here() or DEFAULT_DEVICES
 
 
 def _meshes(n: int) -> list[tuple[int, int]]:
@@ -64,8 +55,6 @@ def _meshes(n: int) -> list[tuple[int, int]]:
 
 def _facts_here(kind: str, fn, n: int) -> list[dict]:
     """Build with the answer on each mesh (this process: Keras on JAX, >= n devices); what came out, as data."""
-    from keras import distribution as kd
-
     out = []
     for shape in _meshes(n):
         mesh = kd.DeviceMesh(shape, ("batch", "model"), kd.list_devices()[:n])
@@ -103,10 +92,6 @@ def _facts_here(kind: str, fn, n: int) -> list[dict]:
 _CACHE: dict = {}
 
 
-def _source(fn) -> str:
-    return textwrap.dedent(inspect.getsource(fn))
-
-
 def facts(kind: str, fn, n: "int | None" = None) -> list[dict]:
     """What building with answer ``fn`` gives on each mesh of N devices (cached per source and N).
 
@@ -116,23 +101,18 @@ def facts(kind: str, fn, n: "int | None" = None) -> list[dict]:
     """
     n = devices_here() if n is None else n
     try:
-        src = _source(fn)
+        src = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):
         src = None
     key = (kind, src or id(fn), n)
     if key in _CACHE:
         return _CACHE[key]
-    here = "keras" in sys.modules and "jax" in sys.modules and devices_here() >= n
-    if here:
-        import keras
-
-        here = keras.backend.backend() == "jax"
-    if here:
+    if (jax_devices_here() or 0) >= n:
         result = _facts_here(kind, fn, n)
     else:
         if src is None:
             raise ValueError("cannot read this function's source: define it in a cell or a file")
-        run = run_python(f"""
+        result = run_in_jax(f"""
             import json, keras, keras_hub, numpy as np
             from keras import distribution as kd
             from helpers.exercises.lesson11 import _facts_here, tiny_gemma
@@ -140,11 +120,7 @@ def facts(kind: str, fn, n: "int | None" = None) -> list[dict]:
             exec({src!r}, namespace)
             fn = namespace[{fn.__name__!r}]
             print(json.dumps(_facts_here({kind!r}, fn, {n})))
-        """, env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
-                  "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}"}, timeout=600, echo=False)
-        if not run.ok:
-            raise RuntimeError(f"checking in a JAX subprocess failed: {run.last_error_line() or run.stderr[-300:]}")
-        result = json.loads(run.stdout.strip().splitlines()[-1])
+        """, n)
     _CACHE[key] = result
     return result
 
@@ -201,9 +177,9 @@ def _judge(all_facts: list[dict], n: int) -> "tuple[bool, str]":
 
 # ---- 11.1: write a layout map -------------------------------------------------------------------
 
-def _check_write(answer):
+def _check(kind, answer):
     n = devices_here()
-    return _judge(facts("write", answer, n), n)
+    return _judge(facts(kind, answer, n), n)
 
 
 def _solve_write():
@@ -221,18 +197,13 @@ def _solve_write():
     return layout_for
 
 
-register("11.1", title="a layout map for the lesson's Gemma, on the devices", checker=_check_write,
-         solution=_solve_write, expects="function", takes=1,
+register("11.1", title="a layout map for the lesson's Gemma, on the devices",
+         checker=functools.partial(_check, "write"), solution=_solve_write, expects="function", takes=1,
          wants="a function layout_for(mesh) that returns a keras.distribution.LayoutMap",
          hint="one key per kernel family; a key that ends right after 'kernel' with a '/' before it cannot "
               "reach 'lora_kernel_a'; a dimension of size 1 cannot be split.")
 
 # ---- 11.2: fix a broken LoRA + ModelParallel setup ----------------------------------------------
-
-
-def _check_fix(answer):
-    n = devices_here()
-    return _judge(facts("fix", answer, n), n)
 
 
 def _solve_fix():
@@ -254,7 +225,8 @@ def _solve_fix():
     return setup
 
 
-register("11.2", title="fix a LoRA + ModelParallel setup", checker=_check_fix, solution=_solve_fix,
-         expects="function", takes=1, wants="a function setup(mesh) that returns (layout_map, causal_lm)",
+register("11.2", title="fix a LoRA + ModelParallel setup", checker=functools.partial(_check, "fix"),
+         solution=_solve_fix, expects="function", takes=1,
+         wants="a function setup(mesh) that returns (layout_map, causal_lm)",
          hint="three things are wrong: what one rule does to a single head, what '.*kernel' can reach, and "
               "where the LoRA weights are created.")

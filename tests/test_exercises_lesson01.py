@@ -1,0 +1,119 @@
+"""Lesson 01's checkers explain wrong answers: each case asserts the sentence the learner reads.
+
+tests/test_exercises.py runs every solution, the unattempted answer, answers of the wrong kind and the hints.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import exercises
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "01_data_vs_device_parallelism.ipynb"
+
+
+def _not_yet(key, answer, *phrases, hint=True):
+    """A wrong answer: 'not yet', each phrase, then the hint unless the framework judged its kind (hint=False)."""
+    ok, text = exercises.verdict(key, answer)
+    assert not ok and text.startswith(f"Exercise {key} - not yet: "), text
+    assert "could not check" not in text, text
+    for phrase in phrases:
+        assert phrase in text, (phrase, text)
+    assert text.endswith(f"\n  Hint: {exercises.get(key).hint}") == hint, text
+    return text
+
+
+def _snippet(key, **names):
+    """Run the code the notebook's exercise cell shows above `answer = ...`, unchanged; the names it defines."""
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    cell = next("".join(c["source"]) for c in cells
+                if c["cell_type"] == "code" and f'check("{key}", answer)' in "".join(c["source"]))
+    scope = {"keras": keras, "layers": keras.layers, "np": np, "os": os, "tf": tf, **names}
+    exec(cell.split("\nanswer = ...")[0], scope)  # noqa: S102 - the notebook's own snippet
+    return scope
+
+
+@pytest.mark.parametrize("key, answer, words", [
+    ("01.1", [[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]], "1 slice(s): REPLICAS has 2 devices"),
+    ("01.1", [[0, 1, 2, 3, 4], [5, 6, 7, 8]], "whole global batch 0..9 once each"),
+    ("01.1", [[0, 1, 2, 3], [4, 5, 6, 7, 8, 9]], "splits the batch evenly"),
+    ("01.1", [[5, 6, 7, 8, 9], [0, 1, 2, 3, 4]], "replica 0 the first half"),
+    ("01.1", ["0,1,2,3,4", "5,6,7,8,9"], "each item must be one replica's numbers"),
+    ("01.3", {"a": "model", "b": "model", "c": "pipeline"}, "a: not 'model'"),
+    ("01.3", {"a": "data", "b": "data parallel", "c": "pipeline"}, "b: not 'data'"),
+    ("01.3", {"a": "data", "b": "model", "c": "speed"}, "'speed' is not one of"),
+    ("01.3", {"a": "data", "b": "model"}, "one answer for each of the keys a, b, c"),
+])
+def test_01_values(key, answer, words, replicas):
+    _not_yet(key, answer, words)
+
+
+def test_01_1_per_replica_value_is_named(replicas):
+    strategy = exercises.practice_strategy(replicas)   # a test process keeps one collective strategy too
+    per_replica = strategy.run(lambda: tf.constant([1.0]))
+    ok, text = exercises.verdict("01.1", per_replica)
+    assert not ok and "you passed a PerReplica value" in text and "experimental_local_results" in text, text
+    ok, _ = exercises.verdict("01.1", tuple(tf.constant(v) for v in ([0, 1, 2, 3, 4], [5, 6, 7, 8, 9])))
+    assert ok, "a tuple of tensors (what experimental_local_results gives) is accepted"
+
+
+def _two_dense(first_units, place):
+    from helpers.devices import ensure_devices
+
+    a, b = ensure_devices(2)
+    inputs = keras.Input((8,))
+    with tf.device(a):
+        layer1 = keras.layers.Dense(first_units, activation="relu")
+    with tf.device(b):
+        layer2 = keras.layers.Dense(3, activation="softmax")
+    if place:  # call each layer inside its own block: built there
+        with tf.device(a):
+            hidden = layer1(inputs)
+        with tf.device(b):
+            outputs = layer2(hidden)
+    else:      # the trap: created under tf.device, built outside it
+        outputs = layer2(layer1(inputs))
+    return keras.Model(inputs, outputs)
+
+
+def test_01_2_the_lazy_build_trap(replicas):
+    _not_yet("01.2", _two_dense(16, place=False), "both kernels are on")
+    _not_yet("01.2", _two_dense(8, place=True), "expected Dense(16) then Dense(3), got Dense(8)")
+
+
+def test_01_4_plain_mean_is_twice_the_step(replicas):
+    def replica_step(model, optimizer, x, y, global_batch_size):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+    _not_yet("01.4", replica_step, "the step is 2x the one-device step", "per-replica batch (4 rows)")
+
+
+def test_01_4_no_update_and_wrong_loss(replicas):
+    _not_yet("01.4", lambda model, optimizer, x, y, gbs: model(x), "the weights did not change")
+
+    def absolute(model, optimizer, x, y, global_batch_size):
+        with tf.GradientTape() as tape:
+            per_example = tf.abs(model(x, training=True) - y)[:, 0]
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+    _not_yet("01.4", absolute, "one device on the whole batch gives")
+
+
+def test_01_5_broken_snippet_keeps_adam_on_one_device(replicas):
+    _not_yet("01.5", _snippet("01.5")["compile_split"], "all of Adam's slots ended up on",
+             "fit creates them lazily")
+
+    def forgot_return(model):
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+
+    _not_yet("01.5", forgot_return, "it returned None (no `return model`?)")

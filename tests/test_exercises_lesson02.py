@@ -1,0 +1,80 @@
+"""Lesson 02's checkers explain wrong answers: each case asserts the sentence the learner reads.
+
+tests/test_exercises.py runs every solution, the unattempted answer, answers of the wrong kind and the hints.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import exercises
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "02_picking_gpus.ipynb"
+
+
+def _not_yet(key, answer, *phrases, hint=True):
+    """A wrong answer: 'not yet', each phrase, then the hint unless the framework judged its kind (hint=False)."""
+    ok, text = exercises.verdict(key, answer)
+    assert not ok and text.startswith(f"Exercise {key} - not yet: "), text
+    assert "could not check" not in text, text
+    for phrase in phrases:
+        assert phrase in text, (phrase, text)
+    assert text.endswith(f"\n  Hint: {exercises.get(key).hint}") == hint, text
+    return text
+
+
+def _snippet(key, **names):
+    """Run the code the notebook's exercise cell shows above `answer = ...`, unchanged; the names it defines."""
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    cell = next("".join(c["source"]) for c in cells
+                if c["cell_type"] == "code" and f'check("{key}", answer)' in "".join(c["source"]))
+    scope = {"keras": keras, "layers": keras.layers, "np": np, "os": os, "tf": tf, **names}
+    exec(cell.split("\nanswer = ...")[0], scope)  # noqa: S102 - the notebook's own snippet
+    return scope
+
+
+@pytest.mark.parametrize("key, answer, words", [
+    ("02.1", "0,1", "the two freest GPUs are not these"),
+    ("02.1", "3", "selects 1 GPU(s); pick exactly two"),
+    ("02.1", "3,,5", "empty"),
+    ("02.2", {5: "/GPU:5", 3: "/GPU:3", 0: "/GPU:0"}, "does not keep nvidia-smi's numbers"),
+    ("02.2", {5: "/GPU:2", 3: "/GPU:1", 0: "/GPU:0"}, "the order of the list decides"),
+    ("02.2", {1: "/GPU:0", 2: "/GPU:1", 3: "/GPU:2"}, "the three listed GPUs 5, 3 and 0"),
+    ("02.3", {"CUDA_VISIBLE_DEVICES": "1"}, "index 1 alone is ambiguous"),
+    ("02.3", {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "BY_NAME"}, "not a value CUDA knows"),
+    ("02.3", {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, "sees both GPUs"),
+    ("02.3", {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"}, "not 0"),
+    ("02.3", {"CUDA_VISIBLE_DEVICES": 1}, "every key and value must be a str"),
+])
+def test_02_values(key, answer, words, replicas):
+    _not_yet(key, answer, words)
+
+
+def test_02_4_unchecked_strategy(replicas):
+    _not_yet("02.4", lambda devices: tf.distribute.MirroredStrategy(devices=devices),
+             "returned a strategy although", "soft placement")
+
+    def wrong_error(devices):
+        raise KeyError("missing")
+
+    _not_yet("02.4", wrong_error, "raise a ValueError that names the missing device")
+
+
+def test_02_5_broken_snippet_changes_this_process():
+    before = dict(os.environ)
+    _not_yet("02.5", _snippet("02.5")["child_env"], "changed this process's own environment")
+    assert dict(os.environ) == before                 # the checker restored it
+
+
+def test_02_5_half_fixes():
+    _not_yet("02.5", lambda s: dict(os.environ, CUDA_VISIBLE_DEVICES=s.replace(" ", ""),
+                                    CUDA_DEVICE_ORDER="PCI_BUS_ID"), "entry 2 is empty", "CUDA would stop")
+    _not_yet("02.5", lambda s: dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(
+        e.strip() for e in s.split(",") if e.strip())), "CUDA_DEVICE_ORDER")
+    _not_yet("02.5", lambda s: {"CUDA_VISIBLE_DEVICES": "3,5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+             "keep the rest of the environment")

@@ -1,0 +1,107 @@
+"""Lesson 08's checkers explain wrong answers: each case asserts the sentence the learner reads.
+
+tests/test_exercises.py runs every solution, the unattempted answer, answers of the wrong kind and the hints.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import exercises
+from helpers.subproc import run_python
+from helpers.versions import at_least
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "08_keras3_distribution_api.ipynb"
+
+
+def _not_yet(key, answer, *phrases, hint=True):
+    """A wrong answer: 'not yet', each phrase, then the hint unless the framework judged its kind (hint=False)."""
+    ok, text = exercises.verdict(key, answer)
+    assert not ok and text.startswith(f"Exercise {key} - not yet: "), text
+    assert "could not check" not in text, text
+    for phrase in phrases:
+        assert phrase in text, (phrase, text)
+    assert text.endswith(f"\n  Hint: {exercises.get(key).hint}") == hint, text
+    return text
+
+
+def _cell_code(key):
+    """The code the notebook's exercise cell shows above `answer = ...` (the broken version to fix)."""
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    cell = next("".join(c["source"]) for c in cells
+                if c["cell_type"] == "code" and f'check("{key}", answer)' in "".join(c["source"]))
+    return cell.split("\nanswer = ...")[0]
+
+
+def _snippet(key, **names):
+    """Run that code unchanged; the names it defines."""
+    scope = dict(names)
+    exec(_cell_code(key), scope)  # noqa: S102 - the notebook's own snippet
+    return scope
+
+
+def test_08_wrong_layouts_and_shards():
+    _not_yet("08.1", {"mlp/d1/kernel": (None, "model"), "mlp/d2/kernel": ("model", None)},
+             "Keys are full-match regexes")
+    _not_yet("08.1", {".*d1/kernel": ("model", None), ".*d2/kernel": ("model", None)},
+             "want (None, 'model') (split its columns)")
+    _not_yet("08.1", {".*d1/kernel": (None, "model"), ".*d2/kernel": ("model", None), ".*d2/bias": ("model",)},
+             "its bias must stay whole")
+    _not_yet("08.1", {}, "the dict is empty")
+    right = exercises.get("08.2").solution()
+    _not_yet("08.2", {**right, "d1_kernel_per_device": (64, 128)}, "splits the 128 columns")
+    _not_yet("08.2", {**right, "batch_per_device_model_parallel": 16}, "batch_dim_name='data' only")
+    _not_yet("08.2", {"devices_per_d1_block": 2}, "expected the keys")
+
+
+def test_08_3_and_08_4_lookup_on_tensorflow(replicas):
+    from keras import distribution as kd
+
+    def columns_only(mesh):
+        layout_map = kd.LayoutMap(mesh)
+        layout_map[".*embed/embeddings"] = (None, "model")
+        return layout_map
+
+    _not_yet("08.3", columns_only, "tower/embed/embeddings gets (None, 'model'), want ('model', None)",
+             "looked up in the LayoutMap")
+    text = exercises.verdict("08.4", _snippet("08.4", kd=kd)["guide_layout"])[1]
+    if at_least("keras", "3.14"):
+        assert "not yet" in text and "'d1/kernel' matches nothing" in text, text
+    else:
+        assert "correct" in text and "From Keras 3.14 keys must match the whole path" in text, text
+
+
+JAX_CHECK = """
+import json
+from keras import distribution as kd
+from helpers import exercises
+from helpers.subproc import run_python
+from helpers.versions import at_least
+broken = {"kd": kd}
+exec(BROKEN, broken)
+out = {key: exercises.verdict(key, exercises.get(key).solution()) for key in ("08.3", "08.4")}
+out["broken"] = exercises.verdict("08.4", broken["guide_layout"])
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("devices, mesh", [(4, "2x2"), (2, "1x2")])
+def test_08_3_and_08_4_read_real_shardings_under_jax(devices, mesh):
+    """The notebook's kernel: JAX with 4 CPU devices (or 2, as on a T4 x2), where ModelParallel really shards."""
+    code = JAX_CHECK.replace("BROKEN", repr(_cell_code("08.4")))       # the notebook's broken snippet
+    result = run_python(code, env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+                                   "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"},
+                        timeout=240, echo=False)
+    assert result.ok, result.stderr[-2000:]
+    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("RESULT "))
+    out = json.loads(line[len("RESULT "):])
+    for key in ("08.3", "08.4"):
+        ok, text = out[key]
+        assert ok and "read from each weight's jax sharding" in text, text
+    assert f"one training step ran on the {mesh} mesh" in out["08.3"][1]
+    ok, text = out["broken"]
+    if at_least("keras", "3.14"):
+        assert not ok and "mlp/d1/kernel gets (None, None)" in text, text
+    else:
+        assert ok and "From Keras 3.14" in text, text
