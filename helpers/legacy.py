@@ -8,6 +8,7 @@ the CPU. ``MirroredStrategy`` replaced it with one all-reduce of the gradients p
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Optional
 
 from . import devices
@@ -55,7 +56,9 @@ def _tower_count(gpus: Optional[int], available: list[str]) -> int:
     return gpus
 
 
-def _make_wrapper_class():
+@functools.cache
+def _wrapper_class():
+    """The ``MultiGpuModel`` class, defined once Keras and TensorFlow may be imported (after the Setup cells)."""
     import keras
     import tensorflow as tf
 
@@ -66,11 +69,11 @@ def _make_wrapper_class():
         XLA is off, as Keras 2 had none: one XLA computation on one device would ignore the towers' devices.
         """
 
-        def __init__(self, template, tower_devices, merge_device, **kwargs):
+        def __init__(self, template, tower_devices, **kwargs):
             super().__init__(**kwargs)
             self.template = template
             self.tower_devices = list(tower_devices)
-            self.merge_device = merge_device
+            self.merge_device = "/cpu:0"  # where the towers' outputs are concatenated
             self.built = True  # all its weights exist already: they are the template's
             self.supports_jit = False  # XLA would run every tower on one device
             names = getattr(template, "output_names", None)
@@ -110,16 +113,6 @@ def _make_wrapper_class():
     return MultiGpuModel
 
 
-_WRAPPER_CLASS = None
-
-
-def _wrapper_class():
-    global _WRAPPER_CLASS
-    if _WRAPPER_CLASS is None:
-        _WRAPPER_CLASS = _make_wrapper_class()
-    return _WRAPPER_CLASS
-
-
 def multi_gpu_model(model, gpus: Optional[int] = None):
     """Replicate a built ``model`` (the "template") on ``gpus`` replica devices (all when None), Keras 2.2 style.
 
@@ -139,7 +132,7 @@ def multi_gpu_model(model, gpus: Optional[int] = None):
                          "so that its weights exist before they are shared by the towers")
     available = replica_devices()
     towers = available[:_tower_count(gpus, available)]
-    return _wrapper_class()(model, towers, "/cpu:0")
+    return _wrapper_class()(model, towers)
 
 
 def tower_op_devices(parallel_model, example: Any) -> dict[str, set[str]]:

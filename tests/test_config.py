@@ -31,13 +31,6 @@ def test_typo_is_an_error(monkeypatch):
         config.mode()
 
 
-def test_names_match_the_modules_that_read_them():
-    from helpers import notebook
-
-    assert config.GPU_MEMORY_ENV == devices.GPU_MEMORY_ENV
-    assert config.SCRATCH_ENV == notebook.SCRATCH_ENV
-
-
 @pytest.fixture
 def clean_env(monkeypatch):
     for name in (config.ENV_VAR, config.GPU_MEMORY_ENV, config.SCRATCH_ENV, config.JAX_DEVICES_ENV):
@@ -79,6 +72,17 @@ def test_validate_rejects_bad_settings_in_one_line(clean_env, name, value, words
         config.validate_environment()
     message = str(info.value)
     assert words in message and "\n" not in message, message
+
+
+def test_gpu_memory_mb(clean_env):
+    assert config.gpu_memory_mb() is None
+    clean_env.setenv(config.GPU_MEMORY_ENV, "")
+    assert config.gpu_memory_mb() is None
+    clean_env.setenv(config.GPU_MEMORY_ENV, " 1024 ")
+    assert config.gpu_memory_mb() == 1024
+    clean_env.setenv(config.GPU_MEMORY_ENV, "63")
+    with pytest.raises(ValueError, match="at least 64 MiB"):
+        config.gpu_memory_mb()
 
 
 def test_validate_agrees_with_devices(clean_env):
