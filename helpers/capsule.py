@@ -67,7 +67,7 @@ class CapsuleRun:
         """The final exception (``SomeError: message`` and the lines of its message), or []."""
         return [ln for ln in final_exception(self.output).splitlines() if ln.strip()][:max_lines]
 
-    def frames(self, max_frames: int = 12) -> list[str]:
+    def frames(self) -> list[str]:
         """The traceback's frames as ``file:line in function``; runs of 3+ frames in one file collapsed."""
         start = self.output.rfind("Traceback (most recent call last):")
         if start < 0:
@@ -84,8 +84,6 @@ class CapsuleRun:
                 out.append(f"{g[0][0]}: {len(g)} frames ({g[0][2]} -> ... -> {g[-1][2]})")
             else:
                 out.extend(f"{p}:{ln} in {fn}" for p, ln, fn in g)
-        if len(out) > max_frames:
-            out = out[:2] + [f"... {len(out) - max_frames} frames left out"] + out[-(max_frames - 2):]
         return out
 
     def key_lines(self) -> list[str]:
