@@ -260,6 +260,14 @@ def test_show_solution_prints_source_and_returns_nothing(capsys):
 
 # ---- the checkers' shared helpers ----------------------------------------------------------------
 
+def test_framework_class():
+    import keras
+
+    assert exercises.framework_class("keras.layers.Lambda") is keras.layers.Lambda
+    with pytest.raises(ValueError, match="is not a class"):
+        exercises.framework_class("keras.layers")
+
+
 def test_is_number_and_error_line():
     assert exercises.is_number(np.float32(0.5)) and exercises.is_number(3)
     assert not exercises.is_number(True) and not exercises.is_number("3")
