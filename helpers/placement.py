@@ -114,28 +114,19 @@ def graph_op_devices(model: keras.layers.Layer, input_shape: Sequence[int],
             for op in graph.get_operations() if op.type in set(op_types)]
 
 
-def layer_costs(parts: Sequence[keras.layers.Layer], input_shape: Sequence[int]) -> list[dict]:
-    """Per layer of each built part (a Sequential walked layer by layer): parameters, activation values per example."""
-    if not parts:
-        raise ValueError("need at least one part")
+def _memory_costs(model: SplitModel, input_shape: Sequence[int], batch_size: int) -> list[dict]:
+    """Per layer of each part (a Sequential walked layer by layer): parameters and activation values per example."""
+    if not isinstance(model, SplitModel) or not model.built:
+        raise ValueError("memory_by_device and data_parallel_memory need a built SplitModel (call it once or build it)")
+    positive_int("batch_size", batch_size)
     rows = []
     shape = (None, *tuple(input_shape))
-    for p, part in enumerate(parts):
-        if not isinstance(part, keras.layers.Layer) or not part.built:
-            raise ValueError(f"part {p} must be a built Keras layer or model")
-        layers = part.layers if isinstance(part, keras.Sequential) else [part]
-        for layer in layers:
+    for p, part in enumerate(model.parts):
+        for layer in part.layers if isinstance(part, keras.Sequential) else [part]:
             shape = tuple(layer.compute_output_shape(shape))
             rows.append({"part": p, "layer": layer.name, "parameters": int(layer.count_params()),
                          "activations_per_example": int(math.prod(d for d in shape[1:] if d is not None))})
     return rows
-
-
-def _memory_costs(model: SplitModel, input_shape: Sequence[int], batch_size: int) -> list[dict]:
-    if not isinstance(model, SplitModel) or not model.built:
-        raise ValueError("memory_by_device and data_parallel_memory need a built SplitModel (call it once or build it)")
-    positive_int("batch_size", batch_size)
-    return layer_costs(model.parts, input_shape)
 
 
 def _memory_row(device: str, layers: str, params: int, acts: int, batch_size: int) -> dict:
