@@ -22,18 +22,14 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
-from . import config, devices
+from . import config
 from .checks import is_int, positive_int, positive_number
-from .devices import GPU_MEMORY_ENV, KIND_SPLIT_GPU, hardware_label
+from .devices import KIND_GPUS, KIND_SPLIT_GPU, hardware_label
 from .subproc import child_env, run
 
 WAYS = ("one_device", "towers", "mirrored")
 WAY_LABELS = {"one_device": "one device (same global batch)", "towers": "towers (multi_gpu_model)",
               "mirrored": "MirroredStrategy"}
-#: How replica devices were made (helpers.devices.replica_kind) when they are real, separate devices.
-REAL_KIND = "GPUs"
-#: Memory (MiB) of each logical GPU a child may carve out of one GPU while this process holds a share.
-CHILD_GPU_MEMORY_MB = "1024"
 #: Keys every result of the benchmark script has (one JSON object per way and replica count).
 RESULT_KEYS = ("way", "replicas", "devices", "global_batch", "samples_per_s", "kind", "gpus", "policy")
 TOWERS_NA = "n/a: multi_gpu_model needs >= 2 replicas"
@@ -187,14 +183,6 @@ def make_report(results: Sequence[dict], cfg: BenchConfig, seconds: float = 0.0)
     return BenchReport(rows, cfg, seconds)
 
 
-def _child_env() -> dict:
-    """The child's environment; it splits a GPU into small parts while this kernel holds a share of it."""
-    env = child_env({"TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"})
-    if devices.configured_devices() is not None:   # e.g. 4 x 3 GiB next to the kernel's 2 x 4 GiB on a T4
-        env.setdefault(GPU_MEMORY_ENV, CHILD_GPU_MEMORY_MB)
-    return env
-
-
 def run_script(script, replicas: int, cfg: BenchConfig, echo: bool = True) -> list[dict]:
     """Run ``python script REPLICAS SETTINGS_JSON`` in a fresh process; return the JSON results it printed.
 
@@ -209,7 +197,7 @@ def run_script(script, replicas: int, cfg: BenchConfig, echo: bool = True) -> li
         print(f"[bench] {replicas} replica(s): a fresh process runs {script.name} ...", flush=True)
     cmd = [sys.executable, str(script), str(replicas), json.dumps(cfg.to_dict())]
     try:
-        proc = run(cmd, _child_env(), timeout=cfg.timeout)
+        proc = run(cmd, child_env({"TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}), timeout=cfg.timeout)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"benchmark process for {replicas} replica(s) ran longer than "
                            f"timeout={cfg.timeout} s and was stopped") from None
@@ -230,13 +218,13 @@ def run_script(script, replicas: int, cfg: BenchConfig, echo: bool = True) -> li
 
 def speedup_limit(kind: str, replicas: int) -> int:
     """The best speed-up possible: ``replicas`` on real GPUs, 1 on logical devices sharing one CPU or GPU."""
-    return positive_int("replicas", replicas) if kind == REAL_KIND else 1
+    return positive_int("replicas", replicas) if kind == KIND_GPUS else 1
 
 
 def explain_hardware(kind: str, replicas: int) -> str:
     """A sentence saying what a measured speed-up can mean on this hardware (logical devices: either side of 1x)."""
     limit = speedup_limit(kind, replicas)
-    if kind == REAL_KIND:
+    if kind == KIND_GPUS:
         return (f"{replicas} real GPU(s): each replica has its own chip, so up to {limit}x is "
                 "physically possible; the gap to it is communication and input cost.")
     what, share, idle = (("logical GPU(s) split out of ONE GPU", "chip", "idle parts of the same chip")
@@ -356,7 +344,7 @@ class BenchReport:
                 axes[0].errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=WAY_LABELS[way])
                 axes[1].plot(xs, [r["speed_up"] for r in mine], marker="o", label=WAY_LABELS[way])
         axes[1].plot(reps, reps, "k--", lw=1, label="ideal on N real GPUs (Nx)")
-        if any(m.replica_kind != REAL_KIND for m in self.measurements):
+        if any(m.replica_kind != KIND_GPUS for m in self.measurements):
             axes[1].axhline(1.0, color="grey", ls=":", lw=1.5, label="limit on shared hardware (1x)")
         axes[0].set(title="Training throughput (median, min-max)", xlabel="replicas", ylabel="samples / s")
         axes[1].set(title="Speed-up vs one device on the same global batch", xlabel="replicas", ylabel="speed-up")

@@ -155,20 +155,6 @@ def test_cli_rejects_bad_arguments_before_starting_children(argv, match, tmp_pat
     assert not (tmp_path / "x").exists()
 
 
-def test_child_env_caps_a_gpu_split_only_when_this_process_holds_devices(monkeypatch):
-    from helpers import devices
-
-    monkeypatch.delenv(devices.GPU_MEMORY_ENV, raising=False)
-    monkeypatch.setenv("KERAS_BACKEND", "jax")
-    monkeypatch.setattr(devices, "_configured", None)           # e.g. the `make bench` command line
-    env = bench._child_env()
-    assert devices.GPU_MEMORY_ENV not in env and env["KERAS_BACKEND"] == "tensorflow"
-    monkeypatch.setattr(devices, "_configured", (2, ("/device:GPU:0", "/device:GPU:1"), "GPU 0 split"))
-    assert bench._child_env()[devices.GPU_MEMORY_ENV] == bench.CHILD_GPU_MEMORY_MB   # a kernel holds a share
-    monkeypatch.setenv(devices.GPU_MEMORY_ENV, "3000")
-    assert bench._child_env()[devices.GPU_MEMORY_ENV] == "3000"                     # the user's choice wins
-
-
 # -- the notebook's side: a benchmark script, its results, the report -----------------------------
 
 def _result(way="mirrored", n=2, rates=(100.0, 120.0, 80.0), kind="CPU split into logical CPUs", gpus=()):
