@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import shutil
 import tempfile
 import textwrap
 from pathlib import Path
@@ -26,63 +27,8 @@ TIMEOUT = 180             # seconds before the launcher kills the checker's work
 
 _HEADER = "import keras\nimport numpy as np\nimport tensorflow as tf\n\n"
 
-_WORKER = '''\
-import json, os, sys, time
-import keras
-import numpy as np
-import tensorflow as tf
-from answer import ANSWER
-
-MODE, GLOBAL, ROWS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-strategy = tf.distribute.MultiWorkerMirroredStrategy()
-tf_config = json.loads(os.environ["TF_CONFIG"])
-task, n_workers = tf_config["task"]["index"], len(tf_config["cluster"]["worker"])
-out = {}
-if MODE == "step":          # one training step of the learner's replica_step, and one device's step
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(GLOBAL, 3)).astype("float32")
-    y = (x @ np.array([[1.0], [-2.0], [0.5]]) + 0.3).astype("float32")
-    keras.utils.set_random_seed(0)
-    with strategy.scope():
-        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-        optimizer = keras.optimizers.SGD(0.1)
-        optimizer.build(model.trainable_variables)
-    w0, b0 = [v.numpy() for v in model.weights]
-
-    def fn(ctx):
-        ds = tf.data.Dataset.from_tensor_slices((x, y))
-        return ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(ctx.get_per_replica_batch_size(GLOBAL))
-
-    xb, yb = next(iter(strategy.distribute_datasets_from_function(fn)))
-
-    @tf.function
-    def step(xb, yb):
-        strategy.run(lambda a, b: ANSWER(model, optimizer, a, b, GLOBAL), args=(xb, yb))
-
-    step(xb, yb)
-    error = x @ w0 + b0 - y                              # one device, mean squared error over the global batch
-    out = {"update": (model.weights[0].numpy() - w0).ravel().tolist(),
-           "reference": (-0.1 * 2.0 / GLOBAL * x.T @ error).ravel().tolist()}
-else:                       # the batches the learner's make_dataset gives this worker
-    ids = np.arange(ROWS)
-    dist = strategy.distribute_datasets_from_function(lambda ctx: ANSWER(ctx, ids[:, None].astype("float32"), ids, GLOBAL))
-    steps = []
-    for _, yb in dist:
-        steps.append([int(v) for t in strategy.experimental_local_results(yb) for v in np.ravel(t.numpy())])
-        if len(steps) > 100:
-            break
-    out = {"steps": steps}
-here = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(here, f"out-{task}.tmp"), "w") as f:
-    json.dump(out, f)
-os.replace(os.path.join(here, f"out-{task}.tmp"), os.path.join(here, f"out-{task}.json"))
-for _ in range(600):        # leave only when every worker is done: a peer may still be in the last all-reduce
-    if all(os.path.exists(os.path.join(here, f"out-{i}.json")) for i in range(n_workers)):
-        break
-    time.sleep(0.05)
-print(f"worker {task} done", flush=True)
-os._exit(0)
-'''
+#: The workers' script: a file, so that it is read (and linted) as code.
+WORKER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "exercise07_worker.py"
 
 
 def _run_answer(fn, mode: str) -> tuple[bool, object]:
@@ -96,7 +42,7 @@ def _run_answer(fn, mode: str) -> tuple[bool, object]:
         return False, "write your answer with `def`, not lambda: the checker copies its source into the workers"
     work = Path(tempfile.mkdtemp(prefix="exercise07-"))
     (work / "answer.py").write_text(_HEADER + source + f"\n\nANSWER = {fn.__name__}\n")
-    (work / "worker.py").write_text(_WORKER)
+    shutil.copy(WORKER_SCRIPT, work / "worker.py")
     result = cluster.run([str(work / "worker.py"), mode, str(GLOBAL_BATCH), str(ROWS_07_2)], n_workers=WORKERS,
                          timeout=TIMEOUT, grace=2.0, check=False, echo=False, log_dir=work / "logs")
     if not result.ok:
