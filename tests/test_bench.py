@@ -121,6 +121,7 @@ def test_report_csv_and_plot(tmp_path):
 
 # -- the command line (`make bench`): the lesson's script in fresh processes --------------------------
 
+@pytest.mark.slow
 def test_cli_writes_csv_and_png_in_a_quick_configuration(tmp_path, capsys, monkeypatch):
     """One real child process (2 replicas, all three ways, a mixed policy), as `make bench` runs it."""
     monkeypatch.setenv("MULTIGPU_MODE", "quick")
@@ -245,6 +246,7 @@ def _notebook_script(tmp_path):
     return bench.write_scripts(tmp_path / "script")
 
 
+@pytest.mark.slow
 def test_the_notebooks_script_runs_here_and_in_a_fresh_process(tmp_path, replicas, capsys):
     """The lesson's script: imported here (1 and 2 replicas, every way) and run in a child (3 replicas).
 

@@ -148,6 +148,7 @@ def test_too_late_to_split_raises_restart(fake):
 
 # ---- real TensorFlow in fresh processes -----------------------------------------------------
 
+@pytest.mark.slow
 def test_real_split_into_three_and_one():
     r = run_python("""
         from helpers.devices import ensure_devices
@@ -158,6 +159,7 @@ def test_real_split_into_three_and_one():
     assert r.stdout.splitlines() == [want, want]
 
 
+@pytest.mark.slow
 def test_real_too_late_after_tf_touched_devices():
     r = run_python("""
         import tensorflow as tf

@@ -58,6 +58,7 @@ def no_update(model, optimizer, x, y, global_batch_size):
     (local_mean, False, "the step is 2x one device's: each worker divided by its own 4 rows"),
     (no_update, False, "the weights did not change"),
 ])
+@pytest.mark.slow
 def test_07_1_on_two_workers(answer, ok, words):
     got, text = _verdict("07.1", answer)
     assert got is ok and words in text, text
@@ -89,6 +90,7 @@ def _module_from(source, tmp_path):
     return module.make_dataset
 
 
+@pytest.mark.slow
 def test_07_2_the_broken_snippet_fails(tmp_path):
     ok, text = _verdict("07.2", _module_from(_broken_snippet("07.2"), tmp_path))
     assert not ok, text
@@ -111,6 +113,7 @@ def per_worker_arithmetic(ctx, x, y, global_batch):                      # right
     (no_shard, False, "both workers read the examples"),
     (per_worker_arithmetic, True, "both take 6 steps"),
 ])
+@pytest.mark.slow
 def test_07_2_on_two_workers(answer, ok, words):
     got, text = _verdict("07.2", answer)
     assert got is ok and words in text, text

@@ -87,6 +87,7 @@ print("RESULT " + json.dumps(out))
 
 
 @pytest.mark.parametrize("devices, mesh", [(4, "2x2"), (2, "1x2")])
+@pytest.mark.slow
 def test_08_3_and_08_4_read_real_shardings_under_jax(devices, mesh):
     """The notebook's kernel: JAX with 4 CPU devices (or 2, as on a T4 x2), where ModelParallel really shards."""
     code = JAX_CHECK.replace("BROKEN", repr(_cell_code("08.4")))       # the notebook's broken snippet

@@ -48,6 +48,7 @@ def n_devices(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.slow
 def test_10_1_measurements_make_the_point(measured, n_devices):
     n = n_devices
     dp = measured[(n, False, 1)]

@@ -64,6 +64,7 @@ def verdicts(request):
     return request.param, json.loads(run.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_right_answers_pass_on_the_devices(verdicts):
     n, v = verdicts
     for key in ("11.1", "11.2"):

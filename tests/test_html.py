@@ -5,10 +5,13 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 LESSON = "notebooks/01_data_vs_device_parallelism.ipynb"
 
 
+@pytest.mark.slow
 def test_make_html_keeps_figures(tmp_path):
     # MPLBACKEND=Agg in the caller's environment (tests/conftest.py sets it) must not reach the kernel.
     result = subprocess.run(["make", "--no-print-directory", "html", f"HTML_DIR={tmp_path}", f"HTML_NOTEBOOKS={LESSON}"],

@@ -178,6 +178,7 @@ def test_importing_the_setup_chain_and_the_launchers_imports_no_framework():
                        f"{blame}; import them inside the functions that use them")
 
 
+@pytest.mark.slow
 def test_a_module_used_after_setup_defines_plain_classes_with_their_source():
     """placement imports Keras at the top: SplitModel is a plain class, so ``SplitModel??`` shows its source."""
     import inspect

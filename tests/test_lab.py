@@ -10,6 +10,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -24,6 +26,7 @@ def _get(url: str):
         return json.loads(r.read())
 
 
+@pytest.mark.slow
 def test_make_lab_serves_the_notebooks(tmp_path):
     port, token = _free_port(), "course-test-token"
     args = f"--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token={token} --ServerApp.port_retries=0"

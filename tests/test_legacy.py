@@ -176,6 +176,7 @@ def test_bad_model(keras):
         tower_op_devices(_cnn(keras), np.zeros((2, 8, 8, 1), "float32"))
 
 
+@pytest.mark.slow
 def test_without_ensure_devices_and_on_jax_backend():
     """A fresh process: one CPU and no ensure_devices -> 'only has'; JAX backend -> refused."""
     code = """

@@ -149,6 +149,7 @@ def _run(*args):
                           timeout=300, cwd=ROOT, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 def test_end_to_end_one_core_json_and_child_memory(tmp_path):
     report = tmp_path / "affinity.json"
     nb = _notebook(tmp_path / "child.ipynb",
@@ -173,6 +174,7 @@ def test_end_to_end_one_core_json_and_child_memory(tmp_path):
     assert "child.ipynb" in result.stdout and "ok" in result.stdout
 
 
+@pytest.mark.slow
 def test_end_to_end_failures_and_limit_exit_non_zero(tmp_path):
     big = _notebook(tmp_path / "big.ipynb", "held = b'x' * (150 * 2**20)")
     bad = _notebook(tmp_path / "bad.ipynb", "raise ValueError('broken on purpose')", "print('never')")

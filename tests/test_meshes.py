@@ -157,6 +157,7 @@ print(json.dumps({"me": me, "devices": len(kd.list_devices()), "refused": refuse
 '''
 
 
+@pytest.mark.slow
 def test_two_jax_processes_form_one_data_parallel_job(tmp_path):
     """What lesson 08's 2-process job relies on, on the running JAX/Keras versions."""
     from helpers import cluster

@@ -32,6 +32,7 @@ def test_backend_already_fixed(replicas):
         notebook.setup_notebook(devices=2, backend="jax")
 
 
+@pytest.mark.slow
 def test_jax_backend_in_fresh_process():
     r = run_python("""
         import helpers

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "quickstart" / "train_2gpus.py"
 NOTEBOOK = ROOT / "notebooks" / "00_start_here.ipynb"
@@ -71,6 +73,7 @@ def test_readme_shows_the_same_script():
     assert _readme_block() == _script(), f"README.md's '{HEADING}' block and quickstart/train_2gpus.py differ"
 
 
+@pytest.mark.slow
 def test_runs_alone_in_an_empty_folder(tmp_path):
     (tmp_path / "train_2gpus.py").write_text(_script(), encoding="utf-8")
     no_helpers = ("import runpy, sys; sys.modules['helpers'] = None; "   # `import helpers` fails in this process

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from helpers import quiet
 
 NOISE = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
@@ -40,6 +42,7 @@ def test_filtered_native_stderr_on_file_descriptor_2():
     assert r.stderr == "E0000 keep me\nafter\n"
 
 
+@pytest.mark.slow
 def test_importing_tensorflow_through_helpers_is_quiet():
     env = {k: v for k, v in os.environ.items() if not k.startswith("TF_CPP")}
     code = "from helpers.devices import ensure_devices; ensure_devices(2)"

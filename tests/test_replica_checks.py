@@ -62,6 +62,7 @@ def test_replica_split_matches_the_real_strategy(mirrored):
         assert got == expected, (total, batch, got)
 
 
+@pytest.mark.slow
 def test_replica_split_matches_three_real_replicas():
     """Three replicas need a fresh process (this one has two)."""
     code = """

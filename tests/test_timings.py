@@ -209,6 +209,7 @@ def _session(tmp_path, files, **env):
                           env={**os.environ, "NB_BUDGET_S": "1", "MULTIGPU_MODE": "quick", **env})
 
 
+@pytest.mark.slow
 def test_a_notebook_over_twice_its_budget_fails_the_run(tmp_path):
     out = tmp_path / "out" / "times.json"
     result = _session(tmp_path, {"00_fast.ipynb": 0, "01_slow.ipynb": 1.4, "02_slower.ipynb": 2.4},
@@ -224,6 +225,7 @@ def test_a_notebook_over_twice_its_budget_fails_the_run(tmp_path):
     assert written["02_slower.ipynb"]["seconds"] >= 2.4
 
 
+@pytest.mark.slow
 def test_over_budget_alone_passes_and_full_mode_has_no_budget(tmp_path):
     result = _session(tmp_path, {"00_fast.ipynb": 0, "01_slow.ipynb": 1.4})
     assert result.returncode == 0, result.stdout
