@@ -256,14 +256,9 @@ def format_table(results: list[Result], limit_mib: float = DEFAULT_LIMIT_MIB,
 
 def environment() -> dict:
     """Machine and stack of this run, for the JSON file."""
-    from importlib import metadata
+    from helpers.versions import installed
 
-    packages = {}
-    for name in PACKAGES:
-        try:
-            packages[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
+    packages = {name: installed(name) for name in PACKAGES if installed(name)}
     cpu_model = ""
     try:
         cpu_model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")

@@ -64,14 +64,10 @@ def pytest_runtest_logreport(report):
 def times_record(times: dict, failed: set, mode: str) -> dict:
     """The JSON written to NB_TIMES_JSON: per-notebook seconds, budget and verdict, mode, stack."""
     import platform
-    from importlib import metadata
 
-    packages = {}
-    for name in _PACKAGES:
-        try:
-            packages[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
+    from helpers.versions import installed
+
+    packages = {name: installed(name) for name in _PACKAGES if installed(name)}
     return {"mode": mode, "python": platform.python_version(), "packages": packages,
             "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             "notebooks": {os.path.basename(p): {"seconds": round(secs, 1), "budget_s": budget(p, mode),
