@@ -9,14 +9,17 @@ answers are the solution with one or more faults put back, so every message is t
 import ast
 import functools
 import json
+import os
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from helpers import exercises
 from helpers.exercises import capstone
@@ -70,6 +73,30 @@ GIVEAWAYS = {
     "11.1": ["(None, 'batch', None)", "/kernel", "(key|value)"],
     "11.2": ["inside the scope", "/kernel", "(key|value)"],
 }
+
+
+# ---- shared by the per-lesson files (tests/test_exercises_lessonNN.py import them) ----
+
+def not_yet(key, answer, *phrases, hint=True):
+    """A wrong answer: 'not yet', each phrase, then the hint unless the framework judged its kind (hint=False)."""
+    ok, text = exercises.verdict(key, answer)
+    assert not ok and text.startswith(f"Exercise {key} - not yet: "), text
+    assert "could not check" not in text, text
+    for phrase in phrases:
+        assert phrase in text, (phrase, text)
+    assert text.endswith(f"\n  Hint: {exercises.get(key).hint}") == hint, text
+    return text
+
+
+def notebook_snippet(key, **names):
+    """Run the code the lesson's exercise cell shows above `answer = ...`, unchanged; the names it defines."""
+    [path] = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob(f"{key[:2]}_*.ipynb"))
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    cell = next("".join(c["source"]) for c in cells
+                if c["cell_type"] == "code" and f'check("{key}", answer)' in "".join(c["source"]))
+    scope = {"keras": keras, "layers": keras.layers, "np": np, "os": os, "tf": tf, **names}
+    exec(cell.split("\nanswer = ...")[0], scope)  # noqa: S102 - the notebook's own snippet
+    return scope
 
 
 def test_registry_not_empty():

@@ -1,18 +1,14 @@
 """Lesson 03's checkers explain wrong answers (tests/test_exercises.py covers solutions, kinds, hints)."""
 
-import json
-import os
-from pathlib import Path
 
 import keras
-import numpy as np
 import pytest
 import tensorflow as tf
 from keras import layers
+from test_exercises import not_yet as _not_yet  # the shared checks
+from test_exercises import notebook_snippet as _snippet
 
 from helpers import exercises
-
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "03_from_multi_gpu_model_to_mirrored_strategy.ipynb"
 
 
 def _check(key, answer):
@@ -87,27 +83,6 @@ def test_03_2_wrong_answers(replicas, make_model, words):
 def test_03_3_wrong_answers(answer, words):
     ok, message = _check("03.3", answer)
     assert not ok and words in message, message
-
-
-def _not_yet(key, answer, *phrases, hint=True):
-    """A wrong answer: 'not yet', each phrase, then the hint unless the framework judged its kind (hint=False)."""
-    ok, text = exercises.verdict(key, answer)
-    assert not ok and text.startswith(f"Exercise {key} - not yet: "), text
-    assert "could not check" not in text, text
-    for phrase in phrases:
-        assert phrase in text, (phrase, text)
-    assert text.endswith(f"\n  Hint: {exercises.get(key).hint}") == hint, text
-    return text
-
-
-def _snippet(key, **names):
-    """Run the code the notebook's exercise cell shows above `answer = ...`, unchanged; the names it defines."""
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    cell = next("".join(c["source"]) for c in cells
-                if c["cell_type"] == "code" and f'check("{key}", answer)' in "".join(c["source"]))
-    scope = {"keras": keras, "layers": keras.layers, "np": np, "os": os, "tf": tf, **names}
-    exec(cell.split("\nanswer = ...")[0], scope)  # noqa: S102 - the notebook's own snippet
-    return scope
 
 
 def test_03_4_per_replica_batch_as_global(replicas):

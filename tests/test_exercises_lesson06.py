@@ -9,21 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
+from test_exercises import not_yet as _not_yet  # the shared checks
 
 from helpers import exercises
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "06_scaling_and_performance.ipynb"
-
-
-def _not_yet(key, answer, *phrases, hint=True):
-    """A wrong answer: 'not yet', each phrase, then the hint unless the framework judged its kind (hint=False)."""
-    ok, text = exercises.verdict(key, answer)
-    assert not ok and text.startswith(f"Exercise {key} - not yet: "), text
-    assert "could not check" not in text, text
-    for phrase in phrases:
-        assert phrase in text, (phrase, text)
-    assert text.endswith(f"\n  Hint: {exercises.get(key).hint}") == hint, text
-    return text
 
 
 @pytest.mark.parametrize("key", ["06.4", "06.5"])

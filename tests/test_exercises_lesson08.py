@@ -7,23 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from test_exercises import not_yet as _not_yet  # the shared checks
 
 from helpers import exercises
 from helpers.subproc import run_python
 from helpers.versions import at_least
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "08_keras3_distribution_api.ipynb"
-
-
-def _not_yet(key, answer, *phrases, hint=True):
-    """A wrong answer: 'not yet', each phrase, then the hint unless the framework judged its kind (hint=False)."""
-    ok, text = exercises.verdict(key, answer)
-    assert not ok and text.startswith(f"Exercise {key} - not yet: "), text
-    assert "could not check" not in text, text
-    for phrase in phrases:
-        assert phrase in text, (phrase, text)
-    assert text.endswith(f"\n  Hint: {exercises.get(key).hint}") == hint, text
-    return text
 
 
 def _cell_code(key):
