@@ -13,7 +13,6 @@ from typing import Optional
 
 from . import config
 from .checks import nonneg_int, positive_int
-from .config import GPU_MEMORY_ENV  # noqa: F401  (read by helpers.bench as devices.GPU_MEMORY_ENV)
 from .quiet import filtered_native_stderr
 
 #: The most replica devices the course creates: the largest machine it targets has 8 GPUs, and each logical

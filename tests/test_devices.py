@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from helpers import devices
+from helpers import config, devices
 from helpers.subproc import run_python
 
 # ---- in the pytest process (2 logical CPUs configured by conftest) -------------------------
@@ -54,16 +54,16 @@ def test_show_devices_prints_table(replicas, capsys):
 
 
 def test_default_gpu_memory(monkeypatch):
-    monkeypatch.delenv(devices.GPU_MEMORY_ENV, raising=False)
+    monkeypatch.delenv(config.GPU_MEMORY_ENV, raising=False)
     assert devices.default_gpu_memory_mb(2) == 4096
     assert devices.default_gpu_memory_mb(8) == 1536
     assert devices.default_gpu_memory_mb(64) == 512
-    monkeypatch.setenv(devices.GPU_MEMORY_ENV, "1000")
+    monkeypatch.setenv(config.GPU_MEMORY_ENV, "1000")
     assert devices.default_gpu_memory_mb(2) == 1000
-    monkeypatch.setenv(devices.GPU_MEMORY_ENV, "lots")
+    monkeypatch.setenv(config.GPU_MEMORY_ENV, "lots")
     with pytest.raises(ValueError, match="whole number"):
         devices.default_gpu_memory_mb(2)
-    monkeypatch.setenv(devices.GPU_MEMORY_ENV, "10")
+    monkeypatch.setenv(config.GPU_MEMORY_ENV, "10")
     with pytest.raises(ValueError, match="at least 64"):
         devices.default_gpu_memory_mb(2)
 
@@ -128,7 +128,7 @@ def test_enough_gpus_uses_first_n(fake):
 
 def test_one_gpu_is_split_with_memory_limit(fake, monkeypatch):
     tf = fake(1)
-    monkeypatch.setenv(devices.GPU_MEMORY_ENV, "1234")
+    monkeypatch.setenv(config.GPU_MEMORY_ENV, "1234")
     assert devices.ensure_devices(2) == ["/device:GPU:0", "/device:GPU:1"]
     assert tf.splits["/physical_device:GPU:0"] == [("cfg", 1234)] * 2
     assert "split" in devices.replica_kind()
