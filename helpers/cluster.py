@@ -3,7 +3,7 @@
 Why: ``MultiWorkerMirroredStrategy`` needs several processes that find each other through a cluster
 spec. On a cluster a scheduler starts them; in a lesson we start them on 127.0.0.1 with free ports,
 as :class:`helpers.subproc.Child` processes, and kill them all on error, timeout or exit.
-The CLI is :mod:`helpers.cluster_cli`, Slurm's side :mod:`helpers.slurm`.
+Slurm's side is :mod:`helpers.slurm`.
 """
 
 from __future__ import annotations

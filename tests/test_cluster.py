@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cluster, cluster_cli, slurm, subproc
+from helpers import cluster, slurm, subproc
 from helpers.cluster import ClusterSpecError, ClusterTimeoutError, LocalCluster, PortBusyError, WorkerFailedError
 from helpers.subproc import pid_alive as alive
 
@@ -387,35 +387,6 @@ def test_workers_die_with_a_killed_launcher(tmp_path):
                 pass
 
 
-# ----------------------------------------------------------------------------- command line
-
-def test_cli_runs_a_script(tmp_path, capsys):
-    rc = cluster_cli.main(["--workers", "2", "--log-dir", str(tmp_path), _script(tmp_path, "e.py", ECHO)])
-    out = capsys.readouterr().out
-    assert rc == 0 and "task worker 1 of 2" in out and "worker 1: exit 0" in out
-
-
-def test_cli_module_and_arguments(tmp_path, capsys):
-    rc = cluster_cli.main(["--workers", "1", "-m", "json.tool", "--help"])
-    assert rc == 0 and "usage" in capsys.readouterr().out.lower()
-
-
-def test_cli_errors(tmp_path, capsys):
-    assert cluster_cli.main(["--workers", "2", "--ports", "5000,5000", _script(tmp_path, "e.py", ECHO)]) == 2
-    assert "duplicates" in capsys.readouterr().err
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen(1)
-        port = busy.getsockname()[1]
-        assert cluster_cli.main(["--workers", "1", "--ports", str(port), _script(tmp_path, "e.py", ECHO)]) == 2
-        assert "already in use" in capsys.readouterr().err
-    assert cluster_cli.main(["--workers", "2", "--grace", "0.2", _script(tmp_path, "f.py", FAIL_AND_HANG)]) == 1
-    assert "ValueError: boom" in capsys.readouterr().out
-    assert cluster_cli.main(["--timeout", "1", _script(tmp_path, "s.py", SLEEPER)]) == 124
-    with pytest.raises(SystemExit):
-        cluster_cli.main(["--workers", "2"])
-
-
 # ----------------------------------------------------------------------------- worker scripts
 
 def test_pid_alive():
@@ -454,8 +425,8 @@ def test_read_history_and_results(tmp_path):
     assert cluster.read_history(tmp_path / "missing") == {} and cluster.read_results(tmp_path / "missing") == {}
 
 
-def test_cli_ctrl_c_kills_workers(tmp_path):
-    """Ctrl-C on the command line: exit code 130 and no worker left."""
+def test_ctrl_c_kills_workers(tmp_path):
+    """Ctrl-C in the process that called cluster.run: KeyboardInterrupt, and no worker left."""
     pidfile = tmp_path / "pids"
     script = _script(tmp_path, "s.py", f"""
         import os, time
@@ -464,7 +435,7 @@ def test_cli_ctrl_c_kills_workers(tmp_path):
         print("ready", flush=True)
         time.sleep(120)
     """)
-    proc = subprocess.Popen([sys.executable, "-m", "helpers.cluster_cli", "--workers", "2", script],
+    proc = subprocess.Popen([sys.executable, "-c", f"from helpers import cluster; cluster.run([{script!r}], 2)"],
                             cwd=str(Path(cluster.__file__).parent.parent), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -476,5 +447,5 @@ def test_cli_ctrl_c_kills_workers(tmp_path):
         out, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
-    assert proc.returncode == 130 and "interrupted" in err
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
     assert _all_gone([int(p) for p in pidfile.read_text().split()])
