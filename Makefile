@@ -168,7 +168,7 @@ clean:
 # Scaling benchmark for instructors / GPU machines: writes a CSV and a PNG under _output/bench/.
 bench: $(STAMP)
 	$(REFRESH_HELPERS)
-	$(TEST_ENV) $(PY) -m helpers.bench --out _output/bench
+	$(TEST_ENV) $(PY) tools/benchmark.py --out _output/bench
 
 # Run every notebook twice in one kernel from a temporary working directory (slow; not part of `make test`).
 rerun-check: $(STAMP)

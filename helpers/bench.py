@@ -3,21 +3,17 @@
 Three ways train the same model on the same global batch: ``one_device`` (the control: what a bigger batch
 alone buys), ``towers`` (the Keras 2 tower model) and ``mirrored`` (``MirroredStrategy``).  The measuring
 script is lesson 06's ``%%writefile`` cells; this module runs it in fresh processes (the replica count is
-fixed once TensorFlow started) and turns its samples/s into a table, CSV and plot labelled with the real
-hardware.  ``make bench``: ``python -m helpers.bench --out _output/bench [--replicas 1 2 4 8] [--steps 30]``.
+fixed once TensorFlow started) and turns its samples/s into a table and plot labelled with the real
+hardware. ``make bench`` (tools/benchmark.py) runs the same script from the command line.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import math
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Optional, Sequence
@@ -33,9 +29,6 @@ WAY_LABELS = {"one_device": "one device (same global batch)", "towers": "towers 
 #: Keys every result of the benchmark script has (one JSON object per way and replica count).
 RESULT_KEYS = ("way", "replicas", "devices", "global_batch", "samples_per_s", "kind", "gpus", "policy")
 TOWERS_NA = "n/a: multi_gpu_model needs >= 2 replicas"
-#: The lesson whose ``%%writefile`` cells write the benchmark script, and the file a process runs.
-LESSON_NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "06_scaling_and_performance.ipynb"
-SCRIPT_NAME = "bench_child.py"
 
 
 @dataclass(frozen=True)
@@ -120,28 +113,6 @@ def progress_line(m: Measurement) -> str:
     return (f"{head} | {m.samples_per_s:9.0f} samples/s (min {m.min_samples_per_s:.0f}, "
             f"max {m.max_samples_per_s:.0f}) | global batch {m.global_batch} | {m.replica_kind} "
             f"{', '.join(m.devices)}")
-
-
-def notebook_scripts(notebook=LESSON_NOTEBOOK) -> dict:
-    """``{file name: text}`` of every ``%%writefile`` cell of a notebook (default: lesson 06).
-
-    Why: ``make bench`` runs exactly the script the lesson teaches, with no second copy.
-    """
-    files = {}
-    for cell in json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]:
-        src = "".join(cell["source"])
-        if cell["cell_type"] == "code" and src.startswith("%%writefile"):
-            first, _, body = src.partition("\n")
-            files[Path(first.split()[-1]).name] = body if body.endswith("\n") else body + "\n"
-    return files
-
-
-def write_scripts(folder, notebook=LESSON_NOTEBOOK) -> Path:
-    """Write :func:`notebook_scripts` into ``folder``; return the path of :data:`SCRIPT_NAME` there."""
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    for name, text in notebook_scripts(notebook).items():
-        (Path(folder) / name).write_text(text)
-    return Path(folder) / SCRIPT_NAME
 
 
 def check_result(result: dict) -> dict:
@@ -359,50 +330,3 @@ class BenchReport:
         return fig
 
 
-def write_outputs(report: BenchReport, out_dir) -> dict:
-    """Write :meth:`BenchReport.rows` as ``bench.csv`` and the plot as ``bench.png`` into ``out_dir``."""
-    import matplotlib.pyplot as plt
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    rows = report.rows()
-    with (out / "bench.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    fig = report.plot()
-    fig.savefig(out / "bench.png", dpi=120)
-    plt.close(fig)
-    return {"csv": out / "bench.csv", "png": out / "bench.png"}
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``make bench``: run lesson 06's script in one fresh process per replica count; write CSV + PNG."""
-    p = argparse.ArgumentParser(prog="python -m helpers.bench",
-                                description="Training throughput: one device vs towers vs MirroredStrategy.")
-    p.add_argument("--out", required=True, help="folder for bench.csv and bench.png (e.g. _output/bench)")
-    p.add_argument("--replicas", type=int, nargs="+", help="replica counts (include 1); default 1 2 4")
-    p.add_argument("--steps", type=int, help="timed steps per run")
-    p.add_argument("--policy", help="Keras dtype policy, e.g. mixed_float16; 'mixed' picks the script's choice")
-    args = p.parse_args(argv)
-    try:
-        cfg = make_config(**{k: v for k, v in {"replicas": args.replicas, "steps": args.steps,
-                                               "policy": args.policy}.items() if v is not None})
-    except ValueError as err:
-        raise SystemExit(f"error: {err}") from None
-    print(f"[bench] mode {config.mode()}: replicas {cfg.replicas}, {cfg.steps} timed steps after {cfg.warmup} "
-          f"warm-up, {cfg.batch_per_replica} samples per replica")
-    start, results = time.perf_counter(), []
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        script = write_scripts(tmp)
-        for n in sorted(cfg.replicas):  # one fresh process at a time: nothing competes for the cores
-            results += run_script(script, n, cfg)
-    report = make_report(results, cfg, time.perf_counter() - start)
-    print(report.summary())
-    paths = write_outputs(report, args.out)
-    print(f"wrote {paths['csv']} and {paths['png']}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,6 +3,7 @@
 import csv
 import math
 
+import benchmark  # tools/benchmark.py: `make bench`
 import pytest
 
 from helpers import bench, subproc
@@ -109,7 +110,7 @@ def test_report_get_and_baseline_errors():
 def test_report_csv_and_plot(tmp_path):
     import matplotlib.pyplot as plt
 
-    paths = bench.write_outputs(_report(), tmp_path / "out")
+    paths = benchmark.write_outputs(_report(), tmp_path / "out")
     with open(paths["csv"]) as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 6 and {"way", "replicas", "samples_per_s", "speed_up", "efficiency"} <= set(rows[0])
@@ -126,7 +127,7 @@ def test_cli_writes_csv_and_png_in_a_quick_configuration(tmp_path, capsys, monke
     """One real child process (2 replicas, all three ways, a mixed policy), as `make bench` runs it."""
     monkeypatch.setenv("MULTIGPU_MODE", "quick")
     out = tmp_path / "bench"
-    code = bench.main(["--out", str(out), "--replicas", "2", "--steps", "2", "--policy", "mixed_bfloat16"])
+    code = benchmark.main(["--out", str(out), "--replicas", "2", "--steps", "2", "--policy", "mixed_bfloat16"])
     assert code == 0
     text = capsys.readouterr().out
     assert "2 replica(s): a fresh process runs bench_child.py" in text
@@ -151,7 +152,7 @@ def test_cli_rejects_bad_arguments_before_starting_children(argv, match, tmp_pat
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(bench, "run_script", lambda *a, **k: pytest.fail("no child may start"))
     with pytest.raises(SystemExit) as info:
-        bench.main(argv)
+        benchmark.main(argv)
     assert match in str(info.value) + capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
@@ -243,7 +244,7 @@ def test_run_script_reports_failures_and_timeouts(tmp_path):
 
 def _notebook_script(tmp_path):
     """The benchmark script exactly as lesson 06's %%writefile cells write it (what `make bench` runs)."""
-    return bench.write_scripts(tmp_path / "script")
+    return benchmark.write_scripts(tmp_path / "script")
 
 
 @pytest.mark.slow
@@ -283,5 +284,5 @@ def test_notebook_scripts_reads_every_writefile_cell(tmp_path):
     path = tmp_path / "nb.ipynb"
     cells = ["%%writefile {SCRATCH}/a.py\nA = 1", "x = 2", "%%writefile b.py\nB = 2\n"]
     path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": s} for s in cells]}))
-    assert bench.notebook_scripts(path) == {"a.py": "A = 1\n", "b.py": "B = 2\n"}
-    assert set(bench.notebook_scripts()) == {"bench_lib.py", bench.SCRIPT_NAME}   # lesson 06's two files
+    assert benchmark.notebook_scripts(path) == {"a.py": "A = 1\n", "b.py": "B = 2\n"}
+    assert set(benchmark.notebook_scripts()) == {"bench_lib.py", benchmark.SCRIPT_NAME}   # lesson 06's two files

@@ -84,6 +84,7 @@ def _scratch():
 
 def _variant(*replacements):
     """The notebook's broken prepare with some of its traps fixed (old -> new text replacements)."""
+    import benchmark  # tools/benchmark.py
     import keras
     import tensorflow as tf
 
@@ -94,7 +95,7 @@ def _variant(*replacements):
     for old, new in replacements:
         assert old in src, f"the notebook's broken code changed: {old!r} not found"
         src = src.replace(old, new)
-    child = subproc.load_script(bench.write_scripts(_scratch()))   # the lesson's bench_child (imports bench_lib)
+    child = subproc.load_script(benchmark.write_scripts(_scratch()))   # the lesson's bench_child (imports bench_lib)
     namespace = {"tf": tf, "keras": keras, "bench": bench, "child": child, "REPLICAS": ensure_devices(2)}
     exec(compile(src, "broken_prepare", "exec"), namespace)
     return namespace["prepare"]

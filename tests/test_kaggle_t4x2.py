@@ -12,9 +12,10 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import benchmark  # tools/benchmark.py: reads the lessons' %%writefile cells
 import pytest
 
-from helpers import bench, cluster, devices, meshes, precision, subproc
+from helpers import cluster, devices, meshes, precision, subproc
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -101,7 +102,7 @@ class FakeTfConfig:
 @pytest.fixture(scope="module")
 def bench_lib(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lesson06")
-    bench.write_scripts(folder)
+    benchmark.write_scripts(folder)
     return subproc.load_script(folder / "bench_lib.py")
 
 
@@ -137,7 +138,7 @@ def test_06_scripts_policy_is_the_course_rule(bench_lib, monkeypatch, machine):
 @pytest.fixture(scope="module")
 def mwms_lib(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lesson07")
-    for name, text in bench.notebook_scripts(ROOT / "notebooks" / "07_multi_worker_and_fault_tolerance.ipynb").items():
+    for name, text in benchmark.notebook_scripts(ROOT / "notebooks" / "07_multi_worker_and_fault_tolerance.ipynb").items():
         (folder / name).write_text(text)
     return subproc.load_script(folder / "mwms_lib.py")
 
