@@ -52,7 +52,7 @@ KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 # notebooks run as a learner's kernel does (tests/conftest.py sets them for unit tests only).
 TEST_ENV := PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
 
-.PHONY: help install lab lint test unit notebooks capsule gpu-check sync-notebooks clean bench rerun-check rerun-each html memcheck timings book book-test
+.PHONY: help install lab lint test unit notebooks capsule capsule-record gpu-check sync-notebooks clean bench rerun-check rerun-each html memcheck timings book book-test
 
 help:
 	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
@@ -63,6 +63,7 @@ help:
 	@echo "make unit         - unit tests without the slow end-to-end ones;  make notebooks - notebooks only"
 	@echo "make lint         - ruff over the code and the notebooks' cells, then the notebook rules (tools/nblint.py)"
 	@echo "make capsule      - build the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3) if Python 3.6 exists"
+	@echo "make capsule-record - re-record the capsule transcripts lessons 04/05 replay (needs the capsule)"
 	@echo "make bench        - the scaling benchmark from the command line: CSV + PNG under _output/bench/"
 	@echo "make html         - executed copies of the notebooks, with outputs and figures, in _build/html/"
 	@echo "make book         - the course website (lessons executed once, search, launch links) in _build/book/html/"
@@ -124,6 +125,10 @@ capsule:
 	  $(CAPSULE)/bin/python -m pip install -q --disable-pip-version-check "wheel<0.38"; \
 	  $(CAPSULE)/bin/python -m pip install -q --disable-pip-version-check -r $(CAPSULE_REQ); \
 	  touch $(CAPSULE)/.installed; echo "time capsule: built"; fi
+
+# Maintainers: re-record helpers/transcripts/ from live runs of the 2017 scripts.
+capsule-record: $(STAMP) capsule
+	$(TEST_ENV) $(PY) tools/capsule_record.py
 
 test: $(STAMP) capsule
 	$(REFRESH_HELPERS)

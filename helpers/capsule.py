@@ -3,21 +3,19 @@
 Why: the blog's two errors only exist on Python 3.6 + TensorFlow 1.3.0 + Keras 2.1.3.  ``make capsule``
 builds that stack into ``.capsule/``; lessons 04 and 05 run ``helpers/capsule_scripts/`` in it, or replay
 ``helpers/transcripts/`` where there is none, and say which (``time capsule: live`` or ``time capsule:
-recorded transcript``).  ``python -m helpers.capsule record`` re-records the transcripts.
+recorded transcript``).  ``make capsule-record`` (tools/capsule_record.py) re-records the transcripts.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import itertools
 import os
 import re
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from .checks import positive_number
 from .subproc import child_env, final_exception
@@ -30,7 +28,7 @@ SCRIPTS_DIR = HERE / "capsule_scripts"
 TRANSCRIPTS_DIR = HERE / "transcripts"
 LIVE = "live"
 RECORDED = "recorded transcript"
-_OUTPUT_MARK = "----- output -----"
+OUTPUT_MARK = "----- output -----"
 
 
 #: Each 2017-style script of the capsule and the line its output must contain.
@@ -169,30 +167,13 @@ def transcript_path(name: str, directory: Optional[os.PathLike] = None) -> Path:
     return Path(directory or TRANSCRIPTS_DIR) / f"{name}.txt"
 
 
-def record(run: CapsuleRun, directory: Optional[os.PathLike] = None) -> Path:
-    """Write a live run as ``<directory>/<name>.txt``; refuses runs that are not live or lack the expected line."""
-    if run.source != LIVE:
-        raise ValueError(f"only live runs can be recorded, this one is a {run.source}")
-    if not run.ok:
-        raise ValueError(f"the run of {run.name!r} lacks its expected line {run.expected!r}; not recording")
-    path = transcript_path(run.name, directory)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stamp = _dt.date.today().isoformat()
-    versions = " | ".join(f"{k} {v}" for k, v in run.versions.items())
-    header = (f"# time capsule transcript: {run.name}\n"
-              f"# recorded on {stamp} by `python -m helpers.capsule record` from a live run\n"
-              f"# versions: {versions}\n# command: {run.command}\n# exit code: {run.returncode}\n")
-    path.write_text(header + _OUTPUT_MARK + "\n" + run.output)
-    return path
-
-
 def load_transcript(name: str, directory: Optional[os.PathLike] = None) -> CapsuleRun:
     """Read a recorded transcript (``FileNotFoundError`` if it was never recorded)."""
     path = transcript_path(name, directory)
     text = path.read_text()
-    if _OUTPUT_MARK not in text:
-        raise ValueError(f"{path} is not a capsule transcript (no {_OUTPUT_MARK!r} line)")
-    header, output = text.split(_OUTPUT_MARK + "\n", 1)
+    if OUTPUT_MARK not in text:
+        raise ValueError(f"{path} is not a capsule transcript (no {OUTPUT_MARK!r} line)")
+    header, output = text.split(OUTPUT_MARK + "\n", 1)
     meta = dict(re.findall(r"^# ([a-z ]+): (.*)$", header, re.M))
     date = re.search(r"recorded on (\S+)", header)
     return CapsuleRun(name, RECORDED, int(meta.get("exit code", "0")), output,
@@ -234,18 +215,3 @@ def script_source(name: str) -> str:
     lines = (SCRIPTS_DIR / f"{name}.py").read_text().splitlines()
     start = max(i for i, ln in enumerate(lines) if ln.startswith(("import ", "from "))) + 1
     return "\n".join(lines[start:]).strip() + "\n"
-
-
-def main(argv: Sequence[str]) -> int:
-    """``python -m helpers.capsule record [name ...]``: re-record the transcripts from live runs."""
-    if argv[:1] != ["record"] or find_capsule() is None:
-        print("usage: python -m helpers.capsule record [name ...] (needs the capsule: `make capsule`); "
-              f"scripts: {', '.join(sorted(SCRIPTS))}", file=sys.stderr)
-        return 2
-    for name in argv[1:] or sorted(SCRIPTS):
-        print(f"recorded {record(run_live(name))}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
