@@ -15,12 +15,8 @@ import keras
 
 
 class ParallelModelCheckpoint(keras.callbacks.ModelCheckpoint):
-    """``ModelCheckpoint`` that always saves ``model`` (the template passed to ``multi_gpu_model``).
-
-    ``filepath`` and the keyword-only ``**kwargs`` mean what they mean for ``ModelCheckpoint`` (keyword-only: the
-    blog's positional ``period`` would become ``save_freq=1``); ``mode='auto'`` reads the trained model's metrics.
-    As in 2017 the file holds no optimizer state (the template was never compiled).
-    """
+    """``ModelCheckpoint`` that always saves ``model`` (the template passed to ``multi_gpu_model``); ``filepath`` and
+    the keyword-only ``**kwargs`` as for ``ModelCheckpoint``. As in 2017 the file holds no optimizer state."""
 
     def __init__(self, model, filepath, **kwargs):
         if not isinstance(model, keras.Model):

@@ -14,9 +14,9 @@ from typing import Optional
 from . import config
 from .checks import nonneg_int, positive_int
 from .quiet import filtered_native_stderr
+from .tables import print_table
 
-#: The most replica devices the course creates: the largest machine it targets has 8 GPUs, and each logical
-#: device costs its own memory and threads, so a typo such as 10000 fails instead of burning seconds.
+#: The most replica devices the course creates; :func:`check_device_count`'s message says why.
 MAX_DEVICES = 64
 KIND_GPUS = "GPUs"
 KIND_SPLIT_GPU = "GPU 0 split into logical GPUs"
@@ -72,10 +72,8 @@ def replica_plan(n: int, n_gpus: int) -> str:
 
 
 def ensure_devices(n: int = 2) -> list[str]:
-    """``n`` replica device names (``['/device:GPU:0', '/device:GPU:1']`` ...), made as :func:`replica_plan` says.
-
-    ``RuntimeError`` when TensorFlow's devices were already initialised in a way that cannot give ``n``.
-    """
+    """``n`` replica device names (``['/device:GPU:0', ...]``), made as :func:`replica_plan` says; ``RuntimeError``
+    when TensorFlow's devices were already initialised in a way that cannot give ``n``."""
     global _configured
     check_device_count(n)
     if _configured is not None:
@@ -174,18 +172,12 @@ def replicas_note(kind: Optional[str], n: int, names: Optional[list[str]] = None
 
 
 def show_devices() -> list[dict[str, str]]:
-    """Print the physical and logical devices as a small table and return its rows (kind, type, name).
-
-    Listing logical devices fixes TensorFlow's devices: call it after :func:`ensure_devices`.
-    """
+    """Print the physical and logical devices as a table and return its rows; call it after :func:`ensure_devices`
+    (listing logical devices fixes TensorFlow's devices)."""
     tf = import_tensorflow()
     rows = [{"kind": kind, "type": d.device_type, "name": d.name}
             for kind, lister in (("physical", tf.config.list_physical_devices),
                                  ("logical", tf.config.list_logical_devices))
             for d in lister()]
-    width = max([len(r["name"]) for r in rows] + [4])
-    print(f"{'kind':<9} {'type':<5} {'name':<{width}}")
-    print(f"{'-' * 9} {'-' * 5} {'-' * width}")
-    for r in rows:
-        print(f"{r['kind']:<9} {r['type']:<5} {r['name']:<{width}}")
+    print_table(rows, ("kind", "type", "name"))
     return rows

@@ -18,7 +18,6 @@ from .checks import is_int, nonneg_int, positive_int
 def replica_devices() -> list[str]:
     """The devices ``multi_gpu_model`` may place towers on: those :func:`helpers.devices.ensure_devices` returned,
     else TensorFlow's logical GPUs (or CPUs), as Keras 2 listed them. Never calls ``ensure_devices``."""
-
     configured = devices.configured_devices()
     if configured is not None:
         return configured
@@ -28,10 +27,8 @@ def replica_devices() -> list[str]:
 
 
 def slice_sizes(rows: int, parts: int) -> list[int]:
-    """How ``multi_gpu_model`` cut ``rows`` rows into ``parts`` slices: the last takes the remainder.
-
-    10 rows on 3 towers -> [3, 3, 4]; 1 row on 2 -> [0, 1] (compare :func:`helpers.replica_checks.replica_split`).
-    """
+    """How ``multi_gpu_model`` cut ``rows`` rows into ``parts`` slices, the last taking the remainder: 10 rows on 3
+    towers -> [3, 3, 4]; 1 row on 2 -> [0, 1] (compare :func:`helpers.replica_checks.replica_split`)."""
     nonneg_int("rows", rows)
     positive_int("parts", parts)
     step = rows // parts
@@ -136,10 +133,8 @@ def multi_gpu_model(model, gpus: Optional[int] = None):
 
 
 def tower_op_devices(parallel_model, example: Any) -> dict[str, set[str]]:
-    """Where the ops of each tower and of the merge are placed: ``{"replica_0": {devices}, ..., "merge": ...}``.
-
-    Read from ``parallel_model`` traced on ``example``'s shapes and dtypes: proof the towers run on their devices.
-    """
+    """Where the ops of each tower and of the merge are placed, ``{"replica_0": {devices}, ..., "merge": ...}``, read
+    from ``parallel_model`` traced on ``example``'s shapes and dtypes: proof the towers run on their devices."""
     import tensorflow as tf
 
     if not hasattr(parallel_model, "tower_devices"):

@@ -36,11 +36,9 @@ def same_device(a: str, b: str) -> bool:
 
 
 class SplitModel(keras.Model):
-    """A model made of consecutive *unbuilt* ``parts``; part ``i`` is built and run on ``devices[i]``.
-
-    Device (model) parallelism in its simplest form; not meant for saving (no ``get_config``). XLA is off
-    (``supports_jit = False``): one XLA computation runs on one device and cannot read the other part's weights.
-    """
+    """Device (model) parallelism in its simplest form: consecutive *unbuilt* ``parts``, part ``i`` built and run on
+    ``devices[i]``. No ``get_config`` (not for saving). XLA is off (``supports_jit = False``): one XLA computation
+    runs on one device and cannot read the other part's weights."""
 
     def __init__(self, parts: Sequence[keras.layers.Layer], devices: Sequence[str], **kwargs):
         super().__init__(**kwargs)
@@ -100,10 +98,8 @@ def variable_devices(model: keras.layers.Layer) -> list[dict]:
 
 def graph_op_devices(model: keras.layers.Layer, input_shape: Sequence[int],
                      op_types: Sequence[str] = ("MatMul", "Conv2D", "BiasAdd", "Relu", "Softmax")) -> list[dict]:
-    """Trace ``model`` (``input_shape`` without the batch) and list where its compute ops are pinned.
-
-    Ops with no device show ``(not pinned)``: TensorFlow then runs them on the default device.
-    """
+    """Trace ``model`` (``input_shape`` without the batch) and list where its compute ops are pinned (an op with no
+    device shows ``(not pinned)``: TensorFlow runs it on the default device)."""
     import tensorflow as tf
 
     if not isinstance(model, keras.layers.Layer):
@@ -129,8 +125,11 @@ def _memory_costs(model: SplitModel, input_shape: Sequence[int], batch_size: int
     return rows
 
 
-def _memory_row(device: str, layers: str, params: int, acts: int, batch_size: int) -> dict:
-    """One device's row, in float32 (4 bytes per value)."""
+def _memory_row(device: str, costs: list[dict], layers: str, examples: int, batch_size: int) -> dict:
+    """One device's row, in float32 (4 bytes per value): the weights of ``costs``'s layers and their activations
+    for ``examples`` examples."""
+    params = sum(c["parameters"] for c in costs)
+    acts = examples * sum(c["activations_per_example"] for c in costs)
     return {"device": short_device(device), "layers": layers, "parameters": params, "weights MiB": params * 4 / 2**20,
             f"activations MiB (batch {batch_size})": acts * 4 / 2**20}
 
@@ -139,13 +138,9 @@ def memory_by_device(model: SplitModel, input_shape: Sequence[int], batch_size: 
     """Under *model* parallelism: per device of a built :class:`SplitModel`, its part's parameters and weight MiB,
     and the activations its layers produce for ``batch_size`` examples."""
     costs = _memory_costs(model, input_shape, batch_size)
-    rows = []
-    for p, device in enumerate(model.part_devices):
-        mine = [c for c in costs if c["part"] == p]
-        acts = batch_size * sum(c["activations_per_example"] for c in mine)
-        rows.append(_memory_row(device, ", ".join(c["layer"] for c in mine), sum(c["parameters"] for c in mine),
-                                acts, batch_size))
-    return rows
+    parts = [[c for c in costs if c["part"] == p] for p in range(len(model.parts))]
+    return [_memory_row(device, mine, ", ".join(c["layer"] for c in mine), batch_size, batch_size)
+            for device, mine in zip(model.part_devices, parts)]
 
 
 def data_parallel_memory(model: SplitModel, input_shape: Sequence[int], batch_size: int,
@@ -154,16 +149,13 @@ def data_parallel_memory(model: SplitModel, input_shape: Sequence[int], batch_si
     costs = _memory_costs(model, input_shape, batch_size)
     if not devices:
         raise ValueError("need at least one device")
-    params = sum(c["parameters"] for c in costs)
-    acts = math.ceil(batch_size / len(devices)) * sum(c["activations_per_example"] for c in costs)
-    return [_memory_row(d, "all (a replica)", params, acts, batch_size) for d in devices]
+    examples = math.ceil(batch_size / len(devices))
+    return [_memory_row(d, costs, "all (a replica)", examples, batch_size) for d in devices]
 
 
 def require_devices(devices: Sequence[str]) -> list[str]:
-    """``devices`` unchanged if each exists here as a logical device, else ``ValueError``.
-
-    Why: ``MirroredStrategy(devices=["/gpu:7"])`` accepts a missing device and silently runs elsewhere.
-    """
+    """``devices`` unchanged if each exists here as a logical device, else ``ValueError``. Why:
+    ``MirroredStrategy(devices=["/gpu:7"])`` accepts a missing device and silently runs elsewhere."""
     import tensorflow as tf
 
     devices = list(devices)

@@ -20,27 +20,16 @@ def global_batch_size(per_replica: int, num_replicas: int) -> int:
 
 
 def replica_split(rows: int, num_replicas: int) -> list[int]:
-    """How MirroredStrategy splits ``rows`` rows: ``ceil(rows / num_replicas)`` each in turn until they run out.
-
-    5 rows on 2 replicas -> [3, 2]; 1 row -> [1, 0]; 4 on 3 -> [2, 2, 0] (compare :func:`helpers.legacy.slice_sizes`).
-    """
+    """How MirroredStrategy splits ``rows`` rows: ``ceil(rows / num_replicas)`` each in turn until they run out
+    (5 rows on 2 replicas -> [3, 2]; 1 -> [1, 0]; 4 on 3 -> [2, 2, 0]; compare :func:`helpers.legacy.slice_sizes`)."""
     nonneg_int("rows", rows)
-    positive_int("num_replicas", num_replicas)
-    each = math.ceil(rows / num_replicas)
-    out, left = [], rows
-    for _ in range(num_replicas):
-        take = min(each, left)
-        out.append(take)
-        left -= take
-    return out
+    each = math.ceil(rows / positive_int("num_replicas", num_replicas))
+    return [min(each, max(0, rows - i * each)) for i in range(num_replicas)]
 
 
 def scale_learning_rate(base_lr: float, base_batch: int, new_batch: int, rule: str = "linear") -> float:
-    """Learning rate for ``new_batch`` given one tuned at ``base_batch``.
-
-    ``"linear"`` (Goyal et al. 2017, SGD), ``"sqrt"`` (the learning-rate part of Malladi et al. 2022's rule for Adam),
-    ``"none"`` (keep ``base_lr``).
-    """
+    """Learning rate for ``new_batch`` given one tuned at ``base_batch``: ``"linear"`` (Goyal et al. 2017, SGD),
+    ``"sqrt"`` (the learning-rate part of Malladi et al. 2022's rule for Adam) or ``"none"`` (keep ``base_lr``)."""
     positive_number("base_lr", base_lr)
     positive_int("base_batch", base_batch)
     positive_int("new_batch", new_batch)
@@ -63,10 +52,8 @@ def per_replica_batch_sizes(strategy, dataset) -> list[list[int]]:
 
 
 def model_strategy_report(model) -> dict[str, Any]:
-    """Which strategy a Keras model is bound to, its replica count and variable class.
-
-    Built outside any ``strategy.scope()``: the default strategy, 1 replica, plain ``ResourceVariable``.
-    """
+    """Which strategy a Keras model is bound to, its replica count and variable class (built outside any
+    ``strategy.scope()``: the default strategy, 1 replica, plain ``ResourceVariable``)."""
     if not hasattr(model, "distribute_strategy"):
         raise ValueError(f"expected a Keras model on the TensorFlow backend, got {type(model).__name__}")
     strategy = model.distribute_strategy
@@ -76,11 +63,11 @@ def model_strategy_report(model) -> dict[str, Any]:
             "variable_class": var_class}
 
 
-def check_distributed(model, strategy, optimizer_too: bool = True) -> dict[str, Any]:
-    """Assert that ``model`` was created (and compiled) under ``strategy.scope()``; return the report.
+def check_distributed(model, strategy) -> dict[str, Any]:
+    """Assert that ``model`` was created and compiled under ``strategy.scope()``; return the report.
+    ``AssertionError`` says what is wrong (another strategy, variables or optimizer not distributed)."""
+    import tensorflow as tf
 
-    ``AssertionError`` says what is wrong (another strategy, variables or optimizer not distributed).
-    """
     report = model_strategy_report(model)
     # ``model.distribute_strategy`` falls back to the *current* strategy for a model
     # created outside any scope, so ask for the one recorded at creation time.
@@ -90,23 +77,14 @@ def check_distributed(model, strategy, optimizer_too: bool = True) -> dict[str, 
             f"the model is bound to {report['strategy']} with {report['replicas']} replica(s), not to "
             f"the given strategy ({strategy.num_replicas_in_sync} replicas): create it inside "
             "`with strategy.scope():`")
-    expected = _distributed_variable_names(strategy)
-    if expected and report["variable_class"] not in expected:
+    # Other strategies use other variable classes: not checked here.
+    if isinstance(strategy, tf.distribute.MirroredStrategy) and report["variable_class"] != "MirroredVariable":
         raise AssertionError(f"the model's variables are {report['variable_class']}, not distributed "
-                             f"({' or '.join(expected)})")
+                             "(MirroredVariable)")
     optimizer = getattr(model, "optimizer", None)
-    if optimizer_too:
-        if optimizer is None:
-            raise AssertionError("the model is not compiled: compile it inside the scope too")
-        if getattr(optimizer, "_distribution_strategy", strategy) is not strategy:
-            raise AssertionError("the optimizer was created outside the scope: compile inside "
-                                 "`with strategy.scope():`")
+    if optimizer is None:
+        raise AssertionError("the model is not compiled: compile it inside the scope too")
+    if getattr(optimizer, "_distribution_strategy", strategy) is not strategy:
+        raise AssertionError("the optimizer was created outside the scope: compile inside "
+                             "`with strategy.scope():`")
     return report
-
-
-def _distributed_variable_names(strategy) -> tuple[str, ...]:
-    import tensorflow as tf
-
-    if isinstance(strategy, tf.distribute.MirroredStrategy):
-        return ("MirroredVariable",)
-    return ()  # other strategies use other variable classes: not checked here
