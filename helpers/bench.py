@@ -1,10 +1,8 @@
-"""Does it get faster? Lesson 06's throughput benchmark over replica counts, and its report.
+"""Does it get faster? Lesson 06's benchmark: run its script in fresh processes, report samples/s per replica count.
 
-Three ways train the same model on the same global batch: ``one_device`` (the control: what a bigger batch
-alone buys), ``towers`` (the Keras 2 tower model) and ``mirrored`` (``MirroredStrategy``).  The measuring
-script is lesson 06's ``%%writefile`` cells; this module runs it in fresh processes (the replica count is
-fixed once TensorFlow started) and turns its samples/s into a table and plot labelled with the real
-hardware. ``make bench`` (tools/benchmark.py) runs the same script from the command line.
+Three ways train one model on the same global batch: ``one_device`` (the control: what the bigger batch alone
+buys), ``towers`` (Keras 2's tower model) and ``mirrored``. A fresh process per replica count, as TensorFlow
+fixes its devices at start; the table and plot name the real hardware. ``make bench``: tools/benchmark.py.
 """
 
 from __future__ import annotations
@@ -154,18 +152,15 @@ def make_report(results: Sequence[dict], cfg: BenchConfig, seconds: float = 0.0)
     return BenchReport(rows, cfg, seconds)
 
 
-def run_script(script, replicas: int, cfg: BenchConfig, echo: bool = True) -> list[dict]:
-    """Run ``python script REPLICAS SETTINGS_JSON`` in a fresh process; return the JSON results it printed.
-
-    One process at a time, so no measurement competes with another for the cores.  Other lines are
-    echoed.  ``RuntimeError`` with the child's last error line when it fails or outlives ``cfg.timeout``.
-    """
+def run_script(script, replicas: int, cfg: BenchConfig) -> list[dict]:
+    """Run ``python script REPLICAS SETTINGS_JSON`` in a fresh process (one at a time: nothing competes for the
+    cores); echo its other lines, return its JSON results. ``RuntimeError`` with the child's last error line when it
+    fails or outlives ``cfg.timeout``."""
     positive_int("replicas", replicas)
     script = Path(script)
     if not script.is_file():
         raise ValueError(f"no script at {script}: run the %%writefile cells first")
-    if echo:
-        print(f"[bench] {replicas} replica(s): a fresh process runs {script.name} ...", flush=True)
+    print(f"[bench] {replicas} replica(s): a fresh process runs {script.name} ...", flush=True)
     cmd = [sys.executable, str(script), str(replicas), json.dumps(cfg.to_dict())]
     try:
         proc = run(cmd, child_env({"TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}), timeout=cfg.timeout)
@@ -175,10 +170,9 @@ def run_script(script, replicas: int, cfg: BenchConfig, echo: bool = True) -> li
     results = []
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
-            results.append(check_result(json.loads(line)))
-            if echo:
-                print(progress_line(to_measurement(results[-1])), flush=True)
-        elif echo and line.strip():
+            results.append(json.loads(line))
+            print(progress_line(to_measurement(results[-1])), flush=True)   # checks the result
+        elif line.strip():
             print(line, flush=True)
     if proc.returncode != 0 or not results:
         last = proc.last_error_line() or (proc.stderr.strip().splitlines() or ["no error output"])[-1]
@@ -227,12 +221,9 @@ class BenchReport:
         return value
 
     def rows(self) -> list[dict]:
-        """One dict per (way, replicas), ordered by way then replicas.
-
-        ``speed_up``: samples/s over one device's on the same global batch (only replication is compared);
-        ``efficiency``: speed-up / devices used; ``vs_1_replica``: over one device at 1 replica (the naive
-        figure, which also holds the effect of a bigger batch).
-        """
+        """One dict per (way, replicas). ``speed_up``: over one device on the same global batch (replication
+        only); ``efficiency``: speed-up / devices; ``vs_1_replica``: over one device at 1 replica (the naive figure,
+        which holds the bigger batch's effect too)."""
         nan, order = float("nan"), {w: i for i, w in enumerate(WAYS)}
         first = self._baseline(1) if any(m.replicas == 1 for m in self.measurements) else nan
         out = []
@@ -256,14 +247,15 @@ class BenchReport:
         return {n: found["mirrored", n] / found["towers", n] for n in sorted(self.config.replicas)
                 if ("mirrored", n) in found and ("towers", n) in found}
 
-    def _widest(self, n: int) -> Optional[Measurement]:
-        mine = [m for m in self.measurements if m.replicas == n and m.available]
-        return max(mine, key=lambda m: len(m.devices)) if mine else None
+    def _widest(self) -> dict[int, Measurement]:
+        """Per replica count measured, in order, the measurement that used the most devices."""
+        done = sorted((m for m in self.measurements if m.available), key=lambda m: (m.replicas, len(m.devices)))
+        return {m.replicas: m for m in done}
 
     def hardware_title(self) -> str:
         """The real hardware behind each replica count, e.g. "1 replica: 1 CPU; 2 replicas: 1 CPU split in 2"."""
         parts = [f"{n} replica{'s' if n > 1 else ''}: {w.hardware or w.replica_kind or 'unknown'}"
-                 for n in sorted({m.replicas for m in self.measurements}) if (w := self._widest(n))]
+                 for n, w in self._widest().items()]
         return "; ".join(parts) or "nothing measured"
 
     def table(self) -> str:
@@ -284,18 +276,15 @@ class BenchReport:
 
     def summary(self) -> str:
         """Table, where each replica count ran, the MirroredStrategy / towers ratio and what the hardware allows."""
+        widest = self._widest()
         parts = [self.table(), "", "where each replica count ran (reported by the process that measured it):"]
-        for n in sorted({m.replicas for m in self.measurements}):
-            if w := self._widest(n):
-                parts.append(f"  {n} replica(s): {w.hardware or w.replica_kind} ({w.replica_kind}) -> "
-                             f"{', '.join(w.devices)}")
+        parts += [f"  {n} replica(s): {w.hardware or w.replica_kind} ({w.replica_kind}) -> {', '.join(w.devices)}"
+                  for n, w in widest.items()]
         ratio = self.mirrored_vs_towers()
         if ratio:
             parts.append("MirroredStrategy / towers throughput: " +
                          ", ".join(f"{r:.2f}x at {n} replicas" for n, r in ratio.items()))
-        for n in sorted({m.replicas for m in self.measurements if m.replicas > 1}):
-            if w := self._widest(n):
-                parts.append(explain_hardware(w.replica_kind, n))
+        parts += [explain_hardware(w.replica_kind, n) for n, w in widest.items() if n > 1]
         return "\n".join(parts)
 
     def plot(self, axes=None):

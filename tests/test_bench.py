@@ -267,7 +267,7 @@ def test_the_notebooks_script_runs_here_and_in_a_fresh_process(tmp_path, replica
             if way != "towers" or n > 1]
     assert [r["devices"] for r in here if r["way"] == "mirrored"] == [list(replicas[:1]), list(replicas)]
     assert keras.mixed_precision.global_policy().name == "float32"
-    fresh = bench.run_script(script, 3, cfg, echo=False)
+    fresh = bench.run_script(script, 3, cfg)
     report = bench.make_report(here + fresh, cfg)
     assert {(m.way, m.replicas) for m in report.measurements if m.available} == \
         {(w, n) for w in bench.WAYS for n in (1, 2, 3)} - {("towers", 1)}
