@@ -84,10 +84,8 @@ def _mib(value: str, column: str, lineno: int) -> Optional[int]:
 
 
 def parse_nvidia_smi_csv(text: str) -> list[GpuInfo]:
-    """Parse ``nvidia-smi --query-gpu=index,... --format=csv[,nounits]`` output into :class:`GpuInfo` rows.
-
-    Unknown columns are ignored.  ``ValueError`` naming the line for anything that is not such output.
-    """
+    """``nvidia-smi --query-gpu=index,... --format=csv[,nounits]`` output as :class:`GpuInfo` rows (other columns
+    ignored); ``ValueError`` naming the line for anything that is not such output."""
     if not isinstance(text, str):
         raise ValueError(f"expected the CSV text printed by nvidia-smi, got {type(text).__name__}")
     lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
@@ -120,9 +118,7 @@ def parse_nvidia_smi_csv(text: str) -> list[GpuInfo]:
 
 def read_nvidia_smi(timeout: float = 20.0) -> tuple[Optional[str], str]:
     """Run ``nvidia-smi`` with :data:`NVIDIA_SMI_QUERY`; return ``(csv_text or None, explanation)``.
-
-    Never raises for a missing or failing ``nvidia-smi``: the explanation says why there is no text.
-    """
+    Never raises for a missing or failing ``nvidia-smi``: the explanation says why there is no text."""
     positive_number("timeout", timeout, unit="seconds")
     exe = shutil.which("nvidia-smi")
     if exe is None:
@@ -140,11 +136,9 @@ def read_nvidia_smi(timeout: float = 20.0) -> tuple[Optional[str], str]:
 
 def visible_gpu_ids(value: Optional[str] = None, gpus: Optional[Sequence[GpuInfo]] = None) -> list[str]:
     """The GPU ids a child process may be given (lessons 07, 08), without starting TensorFlow or CUDA.
-
-    ``value``: a ``CUDA_VISIBLE_DEVICES`` value (default: this process's); ``gpus``: the machine's GPUs
-    (default: from ``nvidia-smi``). Unset: every GPU; set: its entries, cut where CUDA would stop
-    (:func:`resolve_visible`), or as written where there is no ``nvidia-smi`` to check them against.
-    """
+    ``value``: a ``CUDA_VISIBLE_DEVICES`` value (default: this process's); ``gpus``: the machine's GPUs (default:
+    from ``nvidia-smi``). Unset: every GPU; set: its entries, cut where CUDA would stop (:func:`resolve_visible`),
+    or as written where there is no ``nvidia-smi`` to check them against."""
     value = os.environ.get("CUDA_VISIBLE_DEVICES") if value is None else value
     if gpus is None:
         text, _ = read_nvidia_smi()
@@ -152,10 +146,8 @@ def visible_gpu_ids(value: Optional[str] = None, gpus: Optional[Sequence[GpuInfo
     entries = parse_cuda_visible_devices(value)
     if entries is None:
         return [str(i) for i in range(len(gpus))]
-    if not gpus:
-        return [str(e) for e in entries]
-    kept = resolve_visible(value, list(gpus)).visible
-    return [str(e) for e in entries[: len(kept)]]
+    kept = len(resolve_visible(value, list(gpus)).visible) if gpus else len(entries)
+    return [str(e) for e in entries[:kept]]
 
 
 def normalize_bus_id(bus_id: str) -> str:
@@ -167,18 +159,13 @@ def normalize_bus_id(bus_id: str) -> str:
     return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn}"
 
 
-# --------------------------------------------------------------------------- CUDA_VISIBLE_DEVICES
-
 Entry = Union[int, str]
 
 
 def parse_cuda_visible_devices(value: Optional[str]) -> Optional[list[Entry]]:
-    """A ``CUDA_VISIBLE_DEVICES`` value as GPU indices (ints) and UUIDs or their prefixes (strings).
-
-    None when unset (every GPU), ``[]`` for ``""`` or ``"-1"``.  Stricter than CUDA, which silently drops
-    everything from the first entry it cannot use: ``ValueError`` for spaces, empty, unknown, negative
-    or repeated entries.
-    """
+    """A ``CUDA_VISIBLE_DEVICES`` value as GPU indices (ints) and UUIDs or their prefixes (strings); None when unset
+    (every GPU), ``[]`` for ``""`` or ``"-1"``. Stricter than CUDA, which silently drops everything from the first
+    entry it cannot use: ``ValueError`` for spaces, empty, unknown, negative or repeated entries."""
     if value is None:
         return None
     if not isinstance(value, str):
@@ -213,9 +200,7 @@ def parse_cuda_visible_devices(value: Optional[str]) -> Optional[list[Entry]]:
 
 def tensorflow_names(value: Optional[str]) -> dict[Entry, str]:
     """``"3,5"`` -> ``{3: "/GPU:0", 5: "/GPU:1"}``: the visible GPUs renumbered from 0 in the order listed.
-
-    Unset (None) -> ``ValueError``: the names then depend on the machine (use :func:`resolve_visible`).
-    """
+    Unset (None) -> ``ValueError``: the names then depend on the machine (use :func:`resolve_visible`)."""
     entries = parse_cuda_visible_devices(value)
     if entries is None:
         raise ValueError("CUDA_VISIBLE_DEVICES is unset: every GPU is visible, numbered as CUDA "
@@ -237,11 +222,9 @@ class Visibility:
 
 
 def resolve_visible(value: Optional[str], gpus: Union[int, Sequence[GpuInfo]]) -> Visibility:
-    """Apply CUDA's rules for ``CUDA_VISIBLE_DEVICES`` to a machine's GPUs.
-
-    ``gpus``: a GPU count, or :class:`GpuInfo` rows (to match UUIDs) in CUDA's order.  CUDA numbers the
-    listed GPUs from 0 and stops at the first entry it cannot use: that one and the rest are ``dropped``.
-    """
+    """Apply CUDA's rules for ``CUDA_VISIBLE_DEVICES`` to ``gpus``: a GPU count, or :class:`GpuInfo` rows (to match
+    UUIDs) in CUDA's order. CUDA numbers the listed GPUs from 0 and stops at the first entry it cannot use: that
+    one and the rest are ``dropped``."""
     if isinstance(gpus, (list, tuple)) and all(isinstance(g, GpuInfo) for g in gpus):
         uuids: list[Optional[str]] = [g.uuid for g in gpus]
     else:
@@ -261,8 +244,6 @@ def resolve_visible(value: Optional[str], gpus: Union[int, Sequence[GpuInfo]]) -
         visible.append(found)
     return Visibility(tuple(visible), ())
 
-
-# --------------------------------------------------------------------------- asking CUDA itself
 
 #: The script :func:`probe_cuda` runs: the CUDA driver via ctypes (no TensorFlow, ~50 ms).
 CUDA_PROBE_SCRIPT = Path(__file__).resolve().parent / "scripts" / "cuda_probe.py"
@@ -298,9 +279,7 @@ class CudaView:
 
 def probe_cuda(env: Optional[Mapping[str, str]] = None, timeout: float = 60) -> CudaView:
     """Ask the CUDA driver, in a fresh process with exactly the CUDA variables in ``env``, which GPUs it sees.
-
-    Without an NVIDIA driver every probe reports 0 GPUs and says why.
-    """
+    Without an NVIDIA driver every probe reports 0 GPUs and says why."""
     env = dict(env or {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise ValueError(f"env must map strings to strings, got {env!r}")
@@ -315,15 +294,10 @@ def probe_cuda(env: Optional[Mapping[str, str]] = None, timeout: float = 60) -> 
 
 
 def compare_numbering(smi_rows: Sequence[GpuInfo], fastest_first: CudaView, pci_bus_id: CudaView) -> list[dict]:
-    """One row per nvidia-smi GPU: its index, bus id and name, and CUDA's index for it under each order.
-
-    GPUs are matched by PCI bus id; None where CUDA did not report one.
-    """
-
-    def index_by_bus(view: CudaView) -> dict[str, int]:
-        return {normalize_bus_id(d["pci_bus_id"]): d["ordinal"] for d in view.devices if d.get("pci_bus_id")}
-
-    fast, pci = index_by_bus(fastest_first), index_by_bus(pci_bus_id)
+    """One row per nvidia-smi GPU: its index, bus id and name, and CUDA's index for it under each order
+    (matched by PCI bus id; None where CUDA did not report one)."""
+    fast, pci = ({normalize_bus_id(d["pci_bus_id"]): d["ordinal"] for d in view.devices if d.get("pci_bus_id")}
+                 for view in (fastest_first, pci_bus_id))
     rows = []
     for r in smi_rows:
         bus = normalize_bus_id(r.pci_bus_id) if r.pci_bus_id else None
