@@ -3,10 +3,10 @@
 Setup: config (quick/full), versions, quiet, course (URL, badges), devices (``ensure_devices``), meshes (JAX
 devices), notebook (``setup_notebook``, ``scratch_dir``), errors (``expect_error``), checks, subproc, data, models.
 Lessons: plotting, placement (01); gpus (02); legacy, replica_checks (03); batchnorm, capsule (04); callbacks,
-resume (05); bench, precision, scaling, input_pipeline (06); cluster, slurm (07); clinic (09); memory_report,
+resume (05); bench, precision, scaling, input_pipeline (06); cluster (07); clinic (09); memory_report,
 trace_split (10); exercises (self-checks and solutions). Maintainer tools live in tools/.
 
-The import rule (tests/test_import_rule.py): the setup chain and the launchers (cluster, slurm, resume) import
+The import rule (tests/test_import_rule.py): the setup chain and the launchers (cluster, resume) import
 a framework (TensorFlow, Keras, JAX, matplotlib, ...) only inside the function that uses it.
 Why: lesson 08 picks the Keras backend after importing helpers, device variables must be set before a framework
 starts, and worker processes should not pay for TensorFlow's import. Modules used only after the Setup cells

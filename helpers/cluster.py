@@ -1,9 +1,8 @@
-"""Start a multi-worker job on this machine: one process per worker, each with its ``TF_CONFIG``.
+"""Start a multi-worker job on this machine: one process per worker, each with its ``TF_CONFIG`` (lesson 07).
 
-Why: ``MultiWorkerMirroredStrategy`` needs several processes that find each other through a cluster
-spec. On a cluster a scheduler starts them; in a lesson we start them on 127.0.0.1 with free ports,
-as :class:`helpers.subproc.Child` processes, and kill them all on error, timeout or exit.
-Slurm's side is :mod:`helpers.slurm`.
+Why: ``MultiWorkerMirroredStrategy`` needs several processes that find each other through a cluster spec. On a
+cluster a scheduler starts them (:func:`slurm_tf_config`: what Slurm's resolver derives); in a lesson we start
+them on 127.0.0.1 with free ports, as :class:`helpers.subproc.Child` processes, killed on error, timeout or exit.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import sys
 import tempfile
@@ -19,14 +17,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
+from unittest import mock
 
 from .checks import int_between, is_int, nonneg_int, nonneg_number, positive_int, positive_number
 from .gpus import visible_gpu_ids
-from .slurm import slurm_tf_config  # noqa: F401 - lesson 07 calls cluster.slurm_tf_config
 from .subproc import (
     Child,
     check_command,
     child_env,
+    final_exception,
     pid_alive,  # noqa: F401 - pid_alive: lesson 07
     strip_noise,
 )
@@ -35,6 +34,8 @@ HOST = "127.0.0.1"
 #: Job names MultiWorkerMirroredStrategy understands ("ps" is for ParameterServerStrategy).
 JOBS = ("chief", "worker", "evaluator", "ps")
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
+#: Slurm variables SlurmClusterResolver reads (plus CUDA_VISIBLE_DEVICES, which it sets).
+SLURM_VARS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE")
 
 
 class ClusterSpecError(ValueError):
@@ -81,8 +82,7 @@ def _parse_address(addr: object, where: str) -> tuple[str, int]:
 def validate_cluster_spec(spec: object) -> dict[str, list[str]]:
     """A checked copy (job -> list of addresses) of a spec like ``{"worker": ["127.0.0.1:12345", ...]}``.
 
-    :class:`ClusterSpecError` names the bad entry: unknown job, empty job, not ``host:port``, port
-    out of range, duplicate address, more than one chief or evaluator, no chief or worker.
+    :class:`ClusterSpecError` names the bad entry and why (so a typo fails here, not in a hung worker).
     """
     if not isinstance(spec, Mapping) or not spec:
         raise ClusterSpecError(
@@ -135,6 +135,32 @@ def parse_tf_config(text: str) -> tuple[dict[str, list[str]], str, int]:
     return spec, task["type"], task["index"]
 
 
+def slurm_tf_config(slurm_env: Mapping[str, str], gpus_per_node: int, port_base: int = 8888) -> dict:
+    """``{"cluster", "task": {"type", "index"}, "CUDA_VISIBLE_DEVICES"}`` for the task ``SLURM_PROCID`` names.
+
+    Runs TensorFlow's real ``SlurmClusterResolver`` with ``slurm_env`` set for the call (then restored).
+    """
+    missing = [v for v in ("SLURM_PROCID", "SLURM_STEP_NODELIST") if v not in slurm_env]
+    if missing:
+        raise ValueError(f"slurm_env needs {', '.join(missing)} (e.g. SLURM_STEP_NODELIST='node[01-02]')")
+    unknown = [k for k in slurm_env if k not in SLURM_VARS]
+    if unknown:
+        raise ValueError(f"unexpected variable(s) {unknown}; SlurmClusterResolver reads {', '.join(SLURM_VARS)}")
+    positive_int("gpus_per_node", gpus_per_node, why="SlurmClusterResolver hands GPUs to tasks and cannot lay "
+                 "out CPU-only nodes: write TF_CONFIG yourself there")
+    import tensorflow as tf
+
+    with mock.patch.dict(os.environ):  # restored on leaving, CUDA_VISIBLE_DEVICES (which it sets) included
+        for k in SLURM_VARS:
+            os.environ.pop(k, None)
+        os.environ.update({k: str(v) for k, v in slurm_env.items()})
+        resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(port_base=port_base, gpus_per_node=gpus_per_node)
+        spec = resolver.cluster_spec().as_dict()
+        cuda = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return {"cluster": spec, "task": {"type": resolver.task_type, "index": resolver.task_id},
+            "CUDA_VISIBLE_DEVICES": cuda}
+
+
 def port_is_free(port: int) -> bool:
     """True if a server could listen on ``127.0.0.1:port`` right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -185,14 +211,10 @@ def check_ports_free(spec: Mapping) -> None:
 # --------------------------------------------------------------------------- results
 
 def read_history(out_dir: Union[str, Path]) -> dict[str, list[dict]]:
-    """Per task (``"worker-0"``...), the JSON lines its worker appended to ``<out_dir>/history-<task>.jsonl``.
-
-    One line per finished epoch, so a killed run's rows and its restart's end up in one file.
-    """
-    out = {}
-    for p in sorted(Path(out_dir).glob("history-*.jsonl")):
-        out[p.stem[len("history-"):]] = [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
-    return out
+    """Per task (``"worker-0"``...), the JSON lines (one per epoch, a killed run's and its restart's) its worker
+    appended to ``<out_dir>/history-<task>.jsonl``."""
+    return {p.stem[len("history-"):]: [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
+            for p in sorted(Path(out_dir).glob("history-*.jsonl"))}
 
 
 def read_results(out_dir: Union[str, Path]) -> dict[str, dict]:
@@ -218,11 +240,8 @@ class ClusterResult:
 
     @property
     def errors(self) -> dict[str, str]:
-        """``{"worker 0": "ValueError: ...", ...}``: the final exception in each worker's log, in full.
-
-        Every log counts (the worker that raised first is not always the one that exited first).
-        """
-        return {w.name: err for w in self.workers if (err := w.error)}
+        """``{"worker 0": "ValueError: ...", ...}``: the final exception in every worker's log, in full."""
+        return {w.name: err for w in self.workers if (err := final_exception(w.log))}
 
     def failure_message(self) -> str:
         """One line per worker that did not exit 0: how it ended and the error in its log."""
@@ -235,13 +254,13 @@ class ClusterResult:
                                     f"{len(self.workers)} worker(s) failed: {self.failure_message()}", self)
         return self
 
-    def show_logs(self, tail: Optional[int] = 12) -> None:
-        """Print each worker's exit status and the last ``tail`` lines of its log (None: all), TF noise hidden."""
+    def show_logs(self, tail: int = 12) -> None:
+        """Print each worker's exit status and the last ``tail`` lines of its log, TF noise hidden."""
         for w in self.workers:
             lines = [ln for ln in strip_noise(w.log).splitlines() if ln.strip()]
-            cut = max(0, len(lines) - tail) if tail is not None else 0
+            cut = max(0, len(lines) - tail)
             print(f"----- {w.describe()}  (log: {w.log_path})")
-            if cut and tail:
+            if cut:
                 print(f"  ... {cut} earlier line(s)")
             for ln in lines[cut:]:
                 print(f"  {ln}")
@@ -273,9 +292,8 @@ def gpu_assignment(n_tasks: int, gpus_per_worker: int, gpu_ids: Sequence[str]) -
 class LocalCluster:
     """Worker processes on this machine, ``python <command>`` each with its ``TF_CONFIG``; a context manager.
 
-    Each worker is a :class:`helpers.subproc.Child` logging to ``log_dir/worker-<index>.log``, with
-    this machine's CPU cores shared among the workers (TensorFlow's thread pools), so N workers do not
-    each spin a pool of all cores. Leaving the ``with`` block, even by an exception, kills what still runs.
+    Each worker is a :class:`helpers.subproc.Child` logging to ``log_dir/worker-<index>.log``; they share the CPU
+    cores (TensorFlow's thread pools). Leaving the ``with`` block, even by an exception, kills what still runs.
     """
 
     def __init__(self, command: Union[str, Sequence[str]], n_workers: int = 2, *,
@@ -296,23 +314,19 @@ class LocalCluster:
             raise RuntimeError("this cluster was already started; create a new LocalCluster to run again")
         check_ports_free(self.spec)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        envs = [self.worker_env(i) for i in range(self.n_workers)]
         self._t0 = time.time()
         try:
-            for i, env in enumerate(envs):
-                self.children.append(Child([sys.executable, *self.command], self.log_dir / f"worker-{i}.log", env,
-                                           name=f"worker {i}"))
+            for i in range(self.n_workers):
+                self.children.append(Child([sys.executable, *self.command], self.log_dir / f"worker-{i}.log",
+                                           self.worker_env(i), name=f"worker {i}"))
         except BaseException:
             self.stop()
             raise
         return self
 
     def worker_env(self, i: int) -> dict[str, str]:
-        """Worker ``i``'s environment: :func:`helpers.subproc.child_env`, its ``TF_CONFIG``, CPU threads and GPUs.
-
-        A worker with a GPU gets ``TF_FORCE_GPU_ALLOW_GROWTH=true``: it shares that GPU with the kernel.
-        ``env=`` given to the cluster wins.
-        """
+        """Worker ``i``'s environment: :func:`helpers.subproc.child_env`, its ``TF_CONFIG``, CPU threads, GPUs (with
+        memory growth: the kernel shares them), then the cluster's ``env``."""
         int_between("i", i, 0, self.n_workers - 1, what="a worker index")
         env = child_env()
         env["TF_NUM_INTRAOP_THREADS"] = env["TF_NUM_INTEROP_THREADS"] = str(self.cpu_threads)
@@ -337,13 +351,10 @@ class LocalCluster:
             raise RuntimeError("start the cluster first")
         return self.children[int_between("worker", worker, 0, self.n_workers - 1, what="a worker index")]
 
-    def kill(self, worker: Optional[int] = None, sig: int = signal.SIGKILL) -> list[int]:
-        """Send ``sig`` (default SIGKILL: no cleanup, like a lost machine) to worker ``worker`` (None: all).
-
-        Returns the pids signalled.
-        """
+    def kill(self, worker: Optional[int] = None) -> list[int]:
+        """``SIGKILL`` (no cleanup, like a lost machine) worker ``worker`` (None: all); the pids signalled."""
         chosen = self.children if worker is None else [self._started(worker)]
-        return [c.pid for c in chosen if c.kill(sig)]
+        return [c.pid for c in chosen if c.kill()]
 
     def stop(self) -> None:
         """Kill everything still running (whole process groups) and reap it. Idempotent."""
@@ -351,10 +362,9 @@ class LocalCluster:
             c.stop()
 
     def wait_for(self, pattern: str, timeout: float = 120, worker: int = 0) -> str:
-        """Block until worker ``worker``'s log has a line matching ``pattern`` (regex); return that line.
+        """Block until worker ``worker``'s whole log has a line matching ``pattern`` (regex); return that line.
 
-        Scans the whole log (a line printed before the call counts). :class:`WorkerFailedError` if that
-        process exits without such a line, :class:`ClusterTimeoutError` after ``timeout`` s (all killed).
+        :class:`WorkerFailedError` if it exits first, :class:`ClusterTimeoutError` after ``timeout`` s (all killed).
         """
         child, rx = self._started(worker), re.compile(pattern)
         deadline = time.time() + positive_number("timeout", timeout, unit="seconds")
@@ -377,18 +387,14 @@ class LocalCluster:
     def wait(self, timeout: float = 300, grace: float = 5.0) -> ClusterResult:
         """Wait for every process to exit; return a :class:`ClusterResult` (never raises on failure).
 
-        Fail fast: once one process exited with an error, the others get ``grace`` s (a peer of a dead
-        worker hangs in its next collective), then are killed. After ``timeout`` s every process is
-        killed and :class:`ClusterTimeoutError` raised.
+        Fail fast: once one failed, the others (a dead worker's peers hang in their next collective) get ``grace``
+        s, then are killed. After ``timeout`` s all are killed and :class:`ClusterTimeoutError` raised.
         """
         self._started()
         deadline = time.time() + positive_number("timeout", timeout, unit="seconds")
         grace, failed_at = nonneg_number("grace", grace, unit="seconds"), None
-        while True:
-            codes = [c.returncode for c in self.children]
-            if all(c is not None for c in codes):
-                break
-            if failed_at is None and any(c not in (None, 0) for c in codes):
+        while None in (codes := [c.returncode for c in self.children]):
+            if failed_at is None and any(codes):  # a code other than None and 0
                 failed_at = time.time()
             if failed_at is not None and time.time() - failed_at > grace:
                 break
@@ -406,10 +412,10 @@ class LocalCluster:
 
 
 def run(command: Union[str, Sequence[str]], n_workers: int = 2, *, timeout: float = 300, grace: float = 5.0,
-        check: bool = True, echo: bool = True, tail: Optional[int] = 12, **kwargs) -> ClusterResult:
-    """Start a :class:`LocalCluster`, wait for it, always clean up, print the logs (``echo``).
+        echo: bool = True, tail: int = 12, **kwargs) -> ClusterResult:
+    """Start a :class:`LocalCluster` (``kwargs``), wait for it, always clean up, print the logs (``echo``).
 
-    ``check``: :class:`WorkerFailedError` if a worker failed. Other keyword arguments go to :class:`LocalCluster`.
+    :class:`WorkerFailedError` if a worker failed.
     """
     with LocalCluster(command, n_workers, **kwargs) as cluster:
         result = cluster.wait(timeout=timeout, grace=grace)
@@ -417,4 +423,4 @@ def run(command: Union[str, Sequence[str]], n_workers: int = 2, *, timeout: floa
         print(f"{len(result.workers)} worker(s) on {', '.join(a for v in result.spec.values() for a in v)} "
               f"finished in {result.seconds:.1f} s")
         result.show_logs(tail=tail)
-    return result.raise_for_failure() if check else result
+    return result.raise_for_failure()

@@ -1,8 +1,7 @@
 """Every child process the course starts: one environment, one way to start, stop and read it.
 
-Why: device variables, the replica count and the Keras backend are fixed once per process, so
-lessons show each configuration in a new one (:func:`run_python`). Every child gets the same
-environment (:func:`child_env`) and its own process group; a :class:`Child` is killed at exit.
+Why: device variables, the replica count and the Keras backend are fixed once per process, so lessons show
+each configuration in a new process, with one environment (:func:`child_env`) and its own process group.
 """
 
 from __future__ import annotations
@@ -10,6 +9,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import importlib.util
+import itertools
 import os
 import re
 import signal
@@ -33,8 +33,7 @@ DEVICE_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 def child_env(env: Optional[Mapping[str, str]] = None, *, fresh_devices: bool = False) -> dict[str, str]:
     """This environment without :data:`PARENT_ONLY` (and :data:`DEVICE_VARS` if ``fresh_devices``), then ``env``.
 
-    TF's log level 2 unless set, unbuffered output, and uncoloured tracebacks (ipykernel sets
-    ``FORCE_COLOR``, and Python 3.13 then colours the exception lines read from logs).
+    Also TF's log level 2 unless set, unbuffered output, and no colours (ipykernel sets ``FORCE_COLOR``).
     """
     drop = PARENT_ONLY + (DEVICE_VARS if fresh_devices else ())
     out = {k: v for k, v in os.environ.items() if k not in drop}
@@ -91,10 +90,9 @@ def _popen(argv: Sequence[str], env: Mapping[str, str], die_with_parent: bool, *
 
 
 class Child:
-    """``argv`` started in its own process group, output (stdout and stderr) to ``log_path``, no stdin.
+    """``argv`` in its own process group, stdout and stderr to ``log_path``, no stdin; ``name`` as in "worker 0".
 
-    The kernel kills it when this process dies (Linux), and :func:`stop_all` at exit, so a crashed
-    or finished notebook leaves no worker behind. ``name`` ("worker 0") starts :meth:`describe`.
+    It dies with this process (Linux) and is stopped at exit, so a crashed or finished notebook leaves no worker.
     """
 
     def __init__(self, argv: Sequence[str], log_path: Union[str, Path], env: Mapping[str, str], *,
@@ -119,11 +117,6 @@ class Child:
         """Its output so far, as written."""
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    @property
-    def error(self) -> str:
-        """The final Python exception in its log, all its lines ('' if none): see :func:`final_exception`."""
-        return final_exception(self.log)
-
     def describe(self) -> str:
         """``worker 1: exit 0`` / ``killed by SIGKILL`` / ``exit 1 - ValueError: ...`` (the log's error, one line)."""
         rc = self.returncode
@@ -134,9 +127,9 @@ class Child:
         err = error_summary(self.log) if rc else ""
         return f"{self.name}: {how}" + (f" - {err}" if err else "")
 
-    def kill(self, sig: int = signal.SIGKILL) -> bool:
-        """Send ``sig`` to its process group while it runs; False if it had already exited by itself."""
-        return self.proc.poll() is None and _signal_group(self.proc, sig)
+    def kill(self) -> bool:
+        """``SIGKILL`` its process group while it runs (like a lost machine); False if it had exited by itself."""
+        return self.proc.poll() is None and _signal_group(self.proc, signal.SIGKILL)
 
     def stop(self, timeout: float = 10) -> Optional[int]:
         """``SIGKILL`` its process group, reap it, return its exit code (None: not reaped in time). Idempotent.
@@ -162,9 +155,8 @@ class Child:
 
 def run(argv: Sequence[str], env: Mapping[str, str], *, timeout: float, cwd: Union[str, Path, None] = None,
         merge_stderr: bool = False, die_with_parent: bool = True) -> "Result":
-    """Run ``argv`` to the end in its own process group and return its :class:`Result` (text output).
+    """Run ``argv`` to the end in its own process group; its :class:`Result` (``merge_stderr``: all in stdout).
 
-    ``merge_stderr`` interleaves stderr with stdout (``Result.stderr`` is then ``''``).
     After ``timeout`` s the whole group is killed and ``subprocess.TimeoutExpired`` raised.
     """
     timeout = positive_number("timeout", timeout, unit="seconds")
@@ -231,37 +223,24 @@ def strip_noise(text: str) -> str:
 def final_exception(log: str) -> str:
     """The final exception in ``log``, every line of it (Keras's ``PerReplica`` errors span hundreds); '' if none.
 
-    It starts after the frames of the last traceback (else at the last ``SomeError: ...`` line) and
+    It starts at the first ``SomeError: ...`` line after the last traceback (else at the last such line) and
     ends before the next traceback, chained-exception banner or ``[worker N]`` line.
     """
     lines = strip_noise(log).splitlines()
-    start = None
-    tracebacks = [i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last)")]
-    if tracebacks:
-        i = tracebacks[-1] + 1
-        while i < len(lines) and (not lines[i].strip() or lines[i][0].isspace()):
-            i += 1  # the frames: '  File "...", line 3, in f' and their indented source lines
-        if i < len(lines) and _EXC_RE.match(lines[i]):
-            start = i
-    if start is None:
-        candidates = [i for i, ln in enumerate(lines) if _EXC_RE.match(ln) and not _EXC_END_RE.match(ln)]
-        if not candidates:
-            return ""
-        start = candidates[-1]
-    body = [lines[start]]
-    for ln in lines[start + 1:]:
-        if _EXC_END_RE.match(ln):
-            break
-        body.append(ln)
-    return "\n".join(body).rstrip()
+    last_tb = max((i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last)")), default=-1)
+    starts = [i for i, ln in enumerate(lines) if _EXC_RE.match(ln) and not _EXC_END_RE.match(ln)]
+    if not starts:
+        return ""
+    start = next((i for i in starts if i > last_tb), starts[-1]) if last_tb >= 0 else starts[-1]
+    body = itertools.takewhile(lambda ln: not _EXC_END_RE.match(ln), lines[start + 1:])
+    return "\n".join([lines[start], *body]).rstrip()
 
 
 def error_summary(log: str, max_chars: int = 400) -> str:
     """:func:`final_exception` on one line: first and last line of a longer message, joined by `` ... ``, and
     a middle cut the same way from a line over ``max_chars``; '' if none."""
     positive_int("max_chars", max_chars, minimum=20)
-    body = [" ".join(ln.split()) for ln in final_exception(log).splitlines()]
-    body = [ln for ln in body if ln]
+    body = [flat for ln in final_exception(log).splitlines() if (flat := " ".join(ln.split()))]
     if not body:
         return ""
     text = " ".join(body) if len(body) <= 3 else f"{body[0]} ... {body[-1]}"
@@ -287,8 +266,7 @@ class Result:
 
 def run_python(code: str, env: Optional[Mapping[str, str]] = None, timeout: float = 120,
                echo: bool = True) -> Result:
-    """Run ``code`` (dedented) in a fresh Python process: :func:`child_env` plus ``env``, without this process's
-    backend, XLA, TF_CONFIG and CUDA device variables, ``TF_CPP_MIN_LOG_LEVEL=3`` unless ``env`` sets it.
+    """Run ``code`` (dedented) in a fresh Python process: ``child_env(env, fresh_devices=True)``, TF's log level 3.
 
     ``echo`` prints its stdout (and on failure its error); ``subprocess.TimeoutExpired`` after ``timeout`` s.
     """

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cluster, slurm, subproc
+from helpers import cluster, subproc
 from helpers.cluster import ClusterSpecError, ClusterTimeoutError, LocalCluster, PortBusyError, WorkerFailedError
 from helpers.subproc import pid_alive as alive
 
@@ -296,7 +296,7 @@ def test_worker_failed_error_quotes_every_workers_long_error(tmp_path, capsys):
     assert len(message.splitlines()) == 1  # a summary; the full text is in .errors
     assert set(info.value.errors) == {"worker 0", "worker 1"}
     assert all(len(e.splitlines()) == 302 for e in info.value.errors.values())
-    assert info.value.result.workers[1].error.endswith("of worker 1 to a Tensor.")
+    assert info.value.errors["worker 1"].endswith("of worker 1 to a Tensor.")
 
 
 def test_exception_in_with_block_kills_workers(tmp_path):
@@ -401,18 +401,18 @@ def test_slurm_tf_config_runs_the_real_resolver(monkeypatch):
     monkeypatch.delenv("SLURM_PROCID", raising=False)
     env = {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "n[1-2]",
            "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
-    cfg = slurm.slurm_tf_config(env, gpus_per_node=2)
+    cfg = cluster.slurm_tf_config(env, gpus_per_node=2)
     assert cfg == {"cluster": {"worker": ["n1:8888", "n1:8889", "n2:8888", "n2:8889"]},
                    "task": {"type": "worker", "index": 2}, "CUDA_VISIBLE_DEVICES": "0"}
     cluster.tf_config(cfg["cluster"], "worker", 2)  # a valid spec for TF_CONFIG too
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "untouched" and "SLURM_PROCID" not in os.environ
-    assert slurm.slurm_tf_config(dict(env, SLURM_PROCID="1"), 4, port_base=7000)["CUDA_VISIBLE_DEVICES"] == "2,3"
+    assert cluster.slurm_tf_config(dict(env, SLURM_PROCID="1"), 4, port_base=7000)["CUDA_VISIBLE_DEVICES"] == "2,3"
     with pytest.raises(ValueError, match="SLURM_STEP_NODELIST"):
-        slurm.slurm_tf_config({"SLURM_PROCID": "0"}, 1)
+        cluster.slurm_tf_config({"SLURM_PROCID": "0"}, 1)
     with pytest.raises(ValueError, match="unexpected variable"):
-        slurm.slurm_tf_config(dict(env, SLURM_JOB_ID="5"), 1)
+        cluster.slurm_tf_config(dict(env, SLURM_JOB_ID="5"), 1)
     with pytest.raises(ValueError, match="CPU-only"):
-        slurm.slurm_tf_config(env, 0)
+        cluster.slurm_tf_config(env, 0)
 
 
 def test_read_history_and_results(tmp_path):

@@ -36,7 +36,7 @@ EXCLUDED = ("capsule_scripts", "transcripts", "capstone_scripts", "scripts")
 FRAMEWORK_FREE = ("helpers", "helpers.checks", "helpers.config", "helpers.course", "helpers.data",
                   "helpers.devices", "helpers.errors", "helpers.gpus", "helpers.meshes", "helpers.models",
                   "helpers.notebook", "helpers.precision", "helpers.quiet", "helpers.subproc",
-                  "helpers.versions", "helpers.cluster", "helpers.slurm",
+                  "helpers.versions", "helpers.cluster",
                   "helpers.resume", "helpers.exercises")
 #: Top-level packages imported only inside the functions that use them.
 FRAMEWORKS = frozenset({"tensorflow", "keras", "tf_keras", "jax", "jaxlib", "matplotlib", "sklearn",

@@ -82,7 +82,7 @@ def test_a_child_logs_dies_with_its_group_and_says_how_it_ended(tmp_path):
     done = subproc.Child([sys.executable, "-c", "print('I0000 00:00:17.553183 1 x.cc:1] noise'); print('hi')"],
                          tmp_path / "d.log", subproc.child_env(), name="worker 3")
     assert done.wait(timeout=60) == 0 and not done.stopped and done.describe() == "worker 3: exit 0"
-    assert "noise" in done.log and subproc.strip_noise(done.log) == "hi" and done.error == ""
+    assert "noise" in done.log and subproc.strip_noise(done.log) == "hi" and subproc.final_exception(done.log) == ""
     failed = subproc.Child([sys.executable, "-c", "raise KeyError('k')"], tmp_path / "f.log", subproc.child_env())
     assert failed.wait(timeout=60) == 1 and failed.describe() == "process: exit 1 - KeyError: 'k'"
 
