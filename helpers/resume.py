@@ -1,13 +1,13 @@
 """Kill a ``model.fit`` job for real, restart it, check what ``BackupAndRestore`` restored (lesson 05).
 
-Why: "a killed job resumes from its last backup" only convinces with a real process and a real
-``SIGKILL``. :class:`TrainingRun` runs a training script as a :class:`helpers.subproc.Child`; the script
-appends ``epochs.jsonl`` lines (``{"epoch", "loss", "pid"}``) and, once finished, writes ``result.json``
-and ``final.weights.npz`` in its output folder.
+Why: "a killed job resumes from its last backup" only convinces with a real process and a real ``SIGKILL``.
+The training script appends ``epochs.jsonl`` lines and, once finished, writes ``result.json`` and
+``final.weights.npz`` in its output folder.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -54,11 +54,8 @@ def read_weights(out_dir: Union[str, Path]) -> list:
 
 
 class TrainingRun:
-    """One training process, ``python <command>``; a context manager that kills it on leaving the block.
-
-    ``out_dir`` is the folder the script writes to; its output goes to ``out_dir/run-<n>.log`` (the
-    first free ``n``). ``env`` adds environment variables.
-    """
+    """One training process, ``python <command>`` (a :class:`helpers.subproc.Child`) writing to ``out_dir``; a
+    context manager that kills it on leaving the block. Its output goes to ``out_dir/run-<n>.log`` (a new ``n``)."""
 
     def __init__(self, command: Union[str, Sequence[str]], out_dir: Union[str, Path], *,
                  env: Optional[dict] = None):
@@ -74,10 +71,8 @@ class TrainingRun:
         if self.child is not None:
             raise RuntimeError("this run was already started; create a new TrainingRun to restart")
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        n = 1
-        while (self.out_dir / f"run-{n}.log").exists():
-            n += 1
-        self.log_path = self.out_dir / f"run-{n}.log"
+        logs = (self.out_dir / f"run-{n}.log" for n in itertools.count(1))
+        self.log_path = next(p for p in logs if not p.exists())
         env = child_env(self.extra_env)
         env.setdefault("MULTIGPU_GPU_MEMORY_MB", "1024")  # a split GPU must also hold the notebook's share
         self.child = Child([sys.executable, *self.argv], self.log_path, env)
@@ -134,11 +129,9 @@ class TrainingRun:
                                            f"process {child.pid} killed (log: {self.log_path})")
             time.sleep(0.02)
 
-    def kill(self) -> int:
+    def kill(self) -> Optional[int]:
         """``SIGKILL`` the process group, reap it, return its exit code (``-9``; another: it had exited itself)."""
-        child = self._started()
-        child.kill()
-        return child.wait(30)
+        return self._started().stop()
 
     def wait(self, timeout: float = 300) -> int:
         """Wait for the process to exit; return its code. Killed and :class:`TrainingTimeoutError` after ``timeout``."""
