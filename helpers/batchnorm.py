@@ -160,11 +160,9 @@ def replica_gaps(model, strategy) -> dict[str, float]:
 
 def drift_experiment(strategy, batch_sizes: Sequence[int] = (2, 4, 8, 16, 32, 64, 128), steps: int = 60,
                      momentum: float = 0.9, warmup: int = 20, seed: int = 0) -> list[dict]:
-    """Train-mode BN on N(0, 1) data, per replica batch size ``b``, with and without sync.
-
-    One row per (synchronized, b), averaged over the steps after ``warmup``: ``mean_gap`` (max - min of the
-    replicas' moving means), ``saved_var`` (replica 0's moving variance; the truth is 1), ``replica_means``.
-    """
+    """Train-mode BN on N(0, 1) data, per replica batch size ``b``, with and without sync: one row per
+    (synchronized, b), averaged over the steps after ``warmup``: ``mean_gap`` (max - min of the replicas' moving
+    means), ``saved_var`` (replica 0's moving variance; the truth is 1), ``replica_means``."""
     if not batch_sizes or any(not is_int(b) or b < 2 for b in batch_sizes):
         raise ValueError(f"batch_sizes must be ints >= 2, got {batch_sizes!r}")
     if not 0 <= warmup < steps:

@@ -16,10 +16,8 @@ def is_int(value: object) -> bool:
 
 
 def positive_int(name: str, value: object, *, minimum: int = 1, why: str = "") -> int:
-    """``value`` if it is an int >= ``minimum`` (default 1), else ``ValueError``: "``name`` must be ...".
-
-    ``why`` is added to the message in brackets (what the number counts).
-    """
+    """``value`` if it is an int >= ``minimum`` (default 1), else ``ValueError``: "``name`` must be ...", with
+    ``why`` (what the number counts) in brackets."""
     if not is_int(value) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}{f' ({why})' if why else ''}, got {value!r}")
     return value

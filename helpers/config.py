@@ -57,10 +57,8 @@ def gpu_memory_mb() -> Optional[int]:
 
 
 def jax_devices_requested() -> Optional[int]:
-    """``MULTIGPU_JAX_DEVICES`` as an int (1-64), or None when unset or blank; ``ValueError`` otherwise.
-
-    Why: CI (and a learner) can rehearse Kaggle's two GPUs (``MULTIGPU_JAX_DEVICES=2``) on a CPU-only machine.
-    """
+    """``MULTIGPU_JAX_DEVICES`` as an int (1-64), or None when unset or blank; ``ValueError`` otherwise. Why: CI
+    (and a learner) can rehearse Kaggle's two GPUs (``MULTIGPU_JAX_DEVICES=2``) on a CPU-only machine."""
     value = os.environ.get(JAX_DEVICES_ENV, "").strip()
     if not value:
         return None

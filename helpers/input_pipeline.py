@@ -29,10 +29,8 @@ class CallCounter:
 
 
 def make_pipeline(x, y, batch_size: int, delay_s: float = 0.0, counter: CallCounter | None = None):
-    """``(x, y)`` batched (no shuffling), then a map that sleeps ``delay_s`` per batch in ``tf.py_function``.
-
-    The sleep stands in for expensive per-batch work in Python; ``counter.calls`` counts how often it ran.
-    """
+    """``(x, y)`` batched (no shuffling), then a map that sleeps ``delay_s`` per batch in ``tf.py_function``: the
+    sleep stands in for expensive per-batch work in Python; ``counter.calls`` counts how often it ran."""
     positive_int("batch_size", batch_size)
     nonneg_number("delay_s", delay_s, unit="seconds")
     if len(x) != len(y) or len(x) == 0:

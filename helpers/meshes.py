@@ -34,11 +34,8 @@ class JaxPlan:
 
 
 def jax_device_plan(n_gpus: int, requested: Optional[int] = None) -> JaxPlan:
-    """Pure: the devices a JAX lesson uses, from the visible GPU count and ``MULTIGPU_JAX_DEVICES``.
-
-    2+ GPUs: the GPUs (all, or the first ``requested``). Fewer (one chip is not split for JAX): the host CPU
-    split into ``requested`` XLA devices, :data:`DEFAULT_CPU_DEVICES` when unset.
-    """
+    """Pure: the devices a JAX lesson uses. 2+ GPUs: the GPUs (all, or the first ``requested``); fewer (one chip is
+    not split for JAX): the host CPU split into ``requested`` XLA devices, :data:`DEFAULT_CPU_DEVICES` when unset."""
     nonneg_int("n_gpus", n_gpus)
     if requested is not None:
         positive_int("requested", requested, why="number of devices")
@@ -54,11 +51,8 @@ def jax_device_plan(n_gpus: int, requested: Optional[int] = None) -> JaxPlan:
 
 
 def jax_env(plan: JaxPlan) -> dict[str, str]:
-    """Pure: the variables a plan sets before JAX starts (existing values win).
-
-    CPU: N forced host devices. GPUs: allocate on demand, so JAX (which would take 75% of each GPU, jax #19267)
-    and TensorFlow processes started beside it share the GPUs.
-    """
+    """Pure: the variables a plan sets before JAX starts. CPU: N forced host devices. GPUs: allocate on demand, so
+    JAX (which would take 75% of each GPU, jax #19267) and TensorFlow processes started beside it share the GPUs."""
     if plan.platform == "cpu":
         return {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count={plan.devices}"}
     if plan.platform == "gpu":
@@ -70,11 +64,9 @@ _PLANS: list[JaxPlan] = []  # the plan this process chose before JAX started (it
 
 
 def choose_jax_platform(requested: Optional[int] = None) -> JaxPlan:
-    """Before JAX starts: decide the JAX devices (:func:`jax_device_plan`) and set :func:`jax_env`.
-
-    ``requested`` defaults to ``MULTIGPU_JAX_DEVICES``; a ``JAX_PLATFORMS`` the learner set wins. Once ``jax``
-    is imported the choice is fixed: the plan then describes the devices JAX has.
-    """
+    """Before JAX starts: decide the JAX devices (:func:`jax_device_plan`; ``requested`` defaults to
+    ``MULTIGPU_JAX_DEVICES``) and set :func:`jax_env`, where the learner's variables win. Once ``jax`` is imported
+    the choice is fixed: the plan then describes the devices JAX has."""
     if requested is None:
         requested = jax_devices_requested()
     if "jax" in sys.modules:
@@ -105,12 +97,10 @@ def choose_jax_platform(requested: Optional[int] = None) -> JaxPlan:
 
 
 def tf_backend_report() -> dict:
-    """On the TensorFlow backend: what ``keras.distribution`` does to a model, next to ``MirroredStrategy``.
-
-    Fits a tiny :func:`helpers.models.small_mlp` under ``DataParallel`` and ``ModelParallel``, and records what
-    Keras reports (the kernel's layout) and what TensorFlow did (variable class, devices). A distribution that
-    fails to construct (Keras 3.13-3.14) gives ``{"error": "Type: message"}``. Returns JSON-able data.
-    """
+    """On the TensorFlow backend, as JSON-able data: what Keras reports (the kernel's layout) and what TensorFlow did
+    (variable class, devices) to a tiny :func:`helpers.models.small_mlp` fitted under ``DataParallel`` and
+    ``ModelParallel``, next to ``MirroredStrategy``. A distribution that fails to construct (Keras 3.13-3.14)
+    gives ``{"error": "Type: message"}``."""
     import keras
     import tensorflow as tf
     from keras import distribution as kd
@@ -165,8 +155,7 @@ def tf_backend_report() -> dict:
         report["model_parallel"] = attempt(model_parallel)
     finally:
         kd.set_distribution(None)
-    strategy = tf.distribute.MirroredStrategy(devices=[f"/{d.split(':')[0].upper()}:{d.split(':')[1]}"
-                                                       for d in devices])
+    strategy = tf.distribute.MirroredStrategy(devices=devices)  # Keras's "cpu:0" is a TensorFlow device name too
     with strategy.scope():
         model = small_mlp(input_dim=8, num_classes=2, hidden=4)
     report["mirrored_strategy"] = {"replicas": strategy.num_replicas_in_sync, **actual(model.layers[0].kernel)}

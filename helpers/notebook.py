@@ -82,11 +82,9 @@ def jax_devices(n: int) -> list[str]:
 
 
 def setup_notebook(devices: Optional[int] = None, backend: str = "tensorflow") -> list[str]:
-    """Prepare a lesson: backend, replica devices, seeds; print versions and devices; return the device names.
-
+    """Prepare a lesson (backend, replica devices, seeds), print versions and devices, return the device names.
     ``devices``: TensorFlow replicas (default 2); on JAX the default is what
-    :func:`helpers.meshes.choose_jax_platform` chooses. Safe to call again with the same arguments (Run All twice).
-    """
+    :func:`helpers.meshes.choose_jax_platform` chooses. Safe to call again with the same arguments (Run All twice)."""
     config.validate_environment()  # a typo in MULTIGPU_* fails here, before seconds of importing TensorFlow
     if "ipykernel" in sys.modules:  # in a notebook: keep TensorFlow's harmless C++ lines out of the cells
         install_native_filter()
@@ -132,10 +130,8 @@ def _remove_scratch() -> None:
 
 
 def scratch_dir(name: str) -> Path:
-    """A fresh, empty folder ``lesson07-<pid>`` under ``$MULTIGPU_SCRATCH`` or the temp dir, outside the repository.
-
-    Per process, so two kernels never share files; emptied on each call (Run All twice starts clean); removed at exit.
-    """
+    """A fresh, empty folder ``<name>-<pid>`` under ``$MULTIGPU_SCRATCH`` or the temp dir, outside the repository:
+    per process (two kernels never share files), emptied on each call (Run All twice starts clean), removed at exit."""
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"name must be letters, digits, '-' or '_', got {name!r}")
     root = Path(os.environ.get(SCRATCH_ENV) or Path(tempfile.gettempdir()) / "keras-multigpu-course")

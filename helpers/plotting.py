@@ -22,11 +22,12 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
 GREY = "#d0d0d0"
 
 
-def _axes(size: tuple[float, float]) -> tuple[Figure, Axes]:
+def _axes(size: tuple[float, float], ylim: tuple[float, float]) -> tuple[Figure, Axes]:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=size)
     ax.set_axis_off()
+    ax.set(xlim=(0, 1), ylim=ylim)
     return fig, ax
 
 
@@ -56,28 +57,25 @@ def draw_data_parallel(n_replicas: int = 2, global_batch: int = 8) -> Figure:
     """Data parallelism: a global batch split over full model copies, whose gradients are all-reduced."""
     n = int_between("n_replicas", n_replicas, 1, 8)
     int_between("global_batch", global_batch, n, 4096)
-    fig, ax = _axes((2.4 + 2.2 * n, 4.6))
+    fig, ax = _axes((2.4 + 2.2 * n, 4.6), (-0.08, 1.05))
     width = 1.0 / n
-    per = [global_batch // n + (1 if k < global_batch % n else 0) for k in range(n)]
+    ax.text(0.5, 1.0, f"global batch of {global_batch} examples", ha="center", fontsize=10)
     start = 0
     for k in range(n):
-        _box(ax, k * width + 0.02, 0.86, width - 0.04, 0.1,
-             f"examples {start}..{start + per[k] - 1}", COLORS[k % 10], alpha=0.6)
-        start += per[k]
-    ax.text(0.5, 1.0, f"global batch of {global_batch} examples", ha="center", fontsize=10)
-    for k in range(n):
+        per = global_batch // n + (1 if k < global_batch % n else 0)
         cx = k * width + width / 2
-        _arrow(ax, (cx, 0.85), (cx, 0.69), f"{per[k]} ex.")
+        _box(ax, k * width + 0.02, 0.86, width - 0.04, 0.1, f"examples {start}..{start + per - 1}", COLORS[k % 10],
+             alpha=0.6)
+        start += per
+        _arrow(ax, (cx, 0.85), (cx, 0.69), f"{per} ex.")
         _box(ax, k * width + 0.04, 0.44, width - 0.08, 0.24,
              f"replica {k}\ndevice {k}\nfull model copy\n(same weights W)", COLORS[k % 10], alpha=0.35)
         _arrow(ax, (cx, 0.43), (cx, 0.27), f"grads g{k}")
-        _arrow(ax, (cx - 0.06 * width, 0.12), (cx - 0.06 * width, 0.02), "")
+        _arrow(ax, (cx - 0.06 * width, 0.12), (cx - 0.06 * width, 0.02))
     total = " + ".join(f"g{i}" for i in range(n)) if n <= 3 else f"g0 + ... + g{n - 1}"
     _box(ax, 0.04, 0.13, 0.92, 0.13, f"all-reduce: g = {total}  (sent to every replica)", "#fff2a8")
     ax.text(0.5, -0.04, "each replica applies the same update W <- W - lr * g, so all copies stay identical",
             ha="center", fontsize=9)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(-0.08, 1.05)
     ax.set_title(f"Data parallelism over {n} replica(s): faster epochs, same model size per device",
                  fontsize=10)
     return fig
@@ -86,7 +84,7 @@ def draw_data_parallel(n_replicas: int = 2, global_batch: int = 8) -> Figure:
 def draw_model_parallel(n_devices: int = 2) -> Figure:
     """Device (model) parallelism: consecutive parts of one model, and their weights, on different devices."""
     n = int_between("n_devices", n_devices, 1, 8)
-    fig, ax = _axes((3.0 + 3.0 * n, 3.0))
+    fig, ax = _axes((3.0 + 3.0 * n, 3.0), (0, 0.95))
     width = 1.0 / (n + 1)
     _box(ax, 0.02, 0.4, width * 0.5, 0.2, "whole\nbatch", "#ffffff")
     prev_end = 0.02 + width * 0.5
@@ -99,8 +97,6 @@ def draw_model_parallel(n_devices: int = 2) -> Figure:
         prev_end = x + width * 0.7
     ax.text(0.5, 0.08, "backward pass runs the other way; one device works while the others wait",
             ha="center", fontsize=9)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 0.95)
     ax.set_title(f"Device (model) parallelism over {n} device(s): a model too big for one device",
                  fontsize=10)
     return fig
@@ -116,7 +112,7 @@ def pipeline_schedule(n_devices: int, n_microbatches: int) -> list[tuple[int, in
         for mb in range(m):
             work.append((dev, dev + mb, mb, "F"))
             work.append((dev, (d - 1 + m) + (m - 1 - mb) + (d - 1 - dev), mb, "B"))
-    return sorted(work, key=lambda w: (w[0], w[1]))
+    return sorted(work)  # by device, then time step (unique per device)
 
 
 def bubble_fraction(n_devices: int, n_microbatches: int) -> float:
@@ -160,9 +156,8 @@ def draw_visible_devices(value: Optional[str], n_physical: int = 8) -> Figure:
     """Physical GPUs (nvidia-smi / PCI order) and the names a process sees with ``CUDA_VISIBLE_DEVICES=value``."""
     n = int_between("n_physical", n_physical, 0, 16)
     vis = resolve_visible(value, n)
-    fig, ax = _axes((1.4 + 1.1 * max(n, 2), 3.0))
-    cols = max(n, 1)
-    w = 1.0 / cols
+    fig, ax = _axes((1.4 + 1.1 * max(n, 2), 3.0), (0, 0.9))
+    w = 1.0 / max(n, 1)
     for i in range(n):
         visible = i in vis.visible
         _box(ax, i * w + 0.01, 0.62, w - 0.02, 0.22, f"GPU {i}\n(nvidia-smi)",
@@ -176,6 +171,4 @@ def draw_visible_devices(value: Optional[str], n_physical: int = 8) -> Figure:
     label = "unset" if value is None else repr(value)
     note = f"; dropped {list(vis.dropped)}" if vis.dropped else ""
     ax.set_title(f"CUDA_VISIBLE_DEVICES={label} on {n} GPU(s){note}", fontsize=10)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 0.9)
     return fig

@@ -17,10 +17,8 @@ Capability = Optional[tuple[int, int]]
 
 
 def mixed_policy(capabilities: Sequence[Capability]) -> str:
-    """``"mixed_float16"`` if any replica is a GPU below compute capability 8.0, else ``"mixed_bfloat16"``.
-
-    One entry per replica: ``(major, minor)`` for a GPU, None for a CPU.  The weakest GPU decides.
-    """
+    """``"mixed_float16"`` if any replica is a GPU below compute capability 8.0, else ``"mixed_bfloat16"`` (the
+    weakest GPU decides); one entry per replica: ``(major, minor)`` for a GPU, None for a CPU."""
     if not capabilities:
         raise ValueError("capabilities must list at least one device ((major, minor) or None for a CPU)")
     for cap in capabilities:

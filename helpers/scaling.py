@@ -11,9 +11,7 @@ from typing import Sequence
 
 def plot_sweep(rows: Sequence[dict], ax=None):
     """Accuracy against global batch, one line with the same LR and one with the scaled LR; returns the Axes.
-
-    ``rows``: one dict per run with ``batch``, ``accuracy`` and ``lr_scaled``; the base (smallest) batch is on both.
-    """
+    ``rows``: one dict per run with ``batch``, ``accuracy`` and ``lr_scaled``; the base (smallest) batch is on both."""
     rows = list(rows)
     if not rows or not all({"batch", "accuracy", "lr_scaled"} <= set(r) for r in rows):
         raise ValueError("rows must be non-empty dicts with batch, accuracy and lr_scaled (one per run)")
