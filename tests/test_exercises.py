@@ -1,5 +1,5 @@
 """Every exercise, through the framework: a right, an unattempted and a wrong-kind answer, and its hint;
-the framework itself; and lesson 05's capstone (05.5), whose checker runs the learner's script end to end.
+the framework itself; and lesson 05's capstone (05.3), whose checker runs the learner's script end to end.
 
 Per-exercise wrong answers (right kind, wrong content) are in tests/test_exercises_lessonNN.py. The capstone
 tests launch the script in fresh processes (killed after epoch 1, then the same command again); its wrong
@@ -32,39 +32,27 @@ GIVEAWAYS = {
     "00.2": ["strategy.scope", "num_replicas_in_sync", "* 2", "64"],
     "01.1": ["experimental_local_results", "experimental_distribute_dataset", "batch(10)"],
     "01.2": ["tf.device", "call (not just create)"],
-    "01.3": ["a: data", "'a': 'data'", "b: model"],
     "02.1": ["memory_free_mib", "sort"],
     "02.2": ["tensorflow_names", "/GPU:n-1"],
-    "02.3": ["PCI_BUS_ID", "UUID"],
-    "03.1": ["256", "0.08", "global_batch_size", "scale_learning_rate"],
-    "03.2": ["strategy.scope", "compile("],
-    "03.3": ["slice_sizes", "replica_split", "[4, 4, 2]", "[3, 3, 4]"],
+    "03.1": ["strategy.scope", "compile("],
+    "03.2": ["slice_sizes", "replica_split", "[4, 4, 2]", "[3, 3, 4]"],
     "04.1": ["5", "plus one"],
-    "04.2": ["ReplicaBN(", "2.0", "1.0"],
     "05.1": ["keras.ops.shape", "ops.shape(t)[0]"],
-    "05.2": ["val_accuracy", "save_best_only", ".keras"],
     "06.1": ["/ replicas", "divide", "speed_up / "],
-    "06.2": ["0.01 *", "32 * replicas", "global batch / 32"],
-    "06.3": ["cache()", "prefetch(", "AUTOTUNE"],
-    "06.4": ["num_replicas_in_sync", "cache()", "prefetch(", "per_replica *"],
-    "06.5": ["0.02", "set_global_policy(\"float32\")", "cache().map", "finally"],
+    "06.2": ["cache()", "prefetch(", "AUTOTUNE"],
+    "06.3": ["0.02", "set_global_policy(\"float32\")", "cache().map", "finally"],
     "07.1": ["compute_average_loss", "global_batch_size)", "/ 8", "reduce_mean"],
     "07.2": ["get_per_replica_batch_size", "drop_remainder", "// 2"],
     "08.1": [".*d1", "(None, 'model')", "('model', None)"],
     "08.2": ["(64, 64)", "// 2"],
-    "01.4": ["compute_average_loss", "global_batch_size)", "reduce_mean"],
-    "01.5": ["optimizer.build", ".build(", "trainable_variables"],
-    "02.4": ["list_logical_devices", "short_device"],
-    "02.5": ["PCI_BUS_ID", "dict(os.environ)", "strip()"],
-    "03.4": ["per_replica_batch *", "* strategy.num_replicas_in_sync", ".batch(16)"],
-    "03.5": ["16 * strategy", "batch_size=32", "inside the scope"],
-    "04.3": ["synchronized=True", "synchronized"],
-    "04.4": ["experimental_local_results", ".values"],
-    "05.3": ["load_model", "initial_epoch", "inside the scope"],
-    "05.4": ["keyword", "save_freq", "period="],
-    "05.5": ["BackupAndRestore", "val_accuracy", "0.02", "64", "num_replicas_in_sync", "MirroredStrategy"],
-    "08.3": [".*embed", "('model', None)", "(None, 'model')"],
-    "08.4": [".*d1", "fullmatch", "re.search"],
+    "01.3": ["optimizer.build", ".build(", "trainable_variables"],
+    "02.3": ["PCI_BUS_ID", "dict(os.environ)", "strip()"],
+    "03.3": ["16 * strategy", "batch_size=32", "inside the scope"],
+    "04.2": ["synchronized=True", "synchronized"],
+    "04.3": ["experimental_local_results", ".values"],
+    "05.2": ["load_model", "initial_epoch", "inside the scope"],
+    "05.3": ["BackupAndRestore", "val_accuracy", "0.02", "64", "num_replicas_in_sync", "MirroredStrategy"],
+    "08.3": [".*d1", "fullmatch", "re.search"],
     "09.1": ["compute_average_loss", "global_batch_size", "reduce_sum"],
     "09.2": ['aggregation="sum"', "'sum'"],
     "09.3": ["drop_remainder"],
@@ -106,7 +94,7 @@ def test_registry_not_empty():
 
 
 #: Exercises whose checkers start processes (two workers, a JAX subprocess, the capstone's training runs).
-SLOW_KEYS = {"05.5", "07.1", "07.2", "10.1", "11.1", "11.2"}
+SLOW_KEYS = {"05.3", "07.1", "07.2", "10.1", "11.1", "11.2"}
 
 
 @pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_KEYS else k for k in KEYS])
@@ -168,11 +156,11 @@ def test_wrong_kind_gets_a_targeted_message(key, replicas):
 
 
 def test_a_model_instead_of_make_model_is_named():
-    """The brief's example: 03.2 given make_model(strategy), a model, instead of the function."""
+    """The brief's example: 03.1 given make_model(strategy), a model, instead of the function."""
     import keras
 
     model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(), keras.layers.Dense(10)])
-    ok, text = exercises.verdict("03.2", model)
+    ok, text = exercises.verdict("03.1", model)
     assert not ok
     assert "you passed a Keras model (Sequential), but this exercise wants a function make_model(strategy)" in text
     assert "Give the function itself (answer = make_model), not the result of calling it." in text
@@ -190,9 +178,9 @@ def test_an_empty_function_is_named():
         _ = strategy.num_replicas_in_sync
 
     for fn in (make_model, documented):
-        ok, text = exercises.verdict("03.2", fn)
+        ok, text = exercises.verdict("03.1", fn)
         assert not ok and "your function does nothing yet" in text and "Hint" not in text, text
-    ok, text = exercises.verdict("03.2", forgot_return)   # has a body: the checker runs and says why
+    ok, text = exercises.verdict("03.1", forgot_return)   # has a body: the checker runs and says why
     assert not ok and "it returned None: does it end with `return model`?" in text, text
 
 
@@ -201,18 +189,18 @@ def test_function_arity_is_checked():
     assert not ok and "accepts 2 positional argument(s), but it is called with 3" in text, text
     ok, _ = exercises.verdict("06.1", lambda *args: args[0] / args[1] / args[2])
     assert ok
-    ok, _ = exercises.verdict("06.2", functools.partial(lambda base, replicas: base * replicas, 0.01))
+    ok, _ = exercises.verdict("06.1", functools.partial(lambda scale, sps, base, n: scale * sps / base / n, 1))
     assert ok                                                  # a partial is a function too
-    ok, text = exercises.verdict("06.2", functools.partial(lambda base, replicas: base, 0.01))
-    assert not ok and "lr_for(2) returned the one-GPU rate 0.01" in text, text
+    ok, text = exercises.verdict("06.1", functools.partial(lambda scale, sps, base, n: scale * sps / base, 1))
+    assert not ok and "that is the speed-up" in text, text
 
 
 def test_a_class_instead_of_an_instance():
     import keras
 
-    ok, text = exercises.verdict("05.2", keras.callbacks.ModelCheckpoint)
-    assert not ok and "the class ModelCheckpoint itself (not an instance)" in text
-    assert "create one, ModelCheckpoint(...)" in text
+    ok, text = exercises.verdict("05.1", keras.layers.Lambda)
+    assert not ok and "the class Lambda itself (not an instance)" in text
+    assert "create one, Lambda(...)" in text
 
 
 def test_an_instance_where_a_class_is_wanted():
@@ -350,9 +338,9 @@ def test_jax_here_and_in_a_fresh_process():
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         exercises.run_in_jax("1 / 0", 1)
 
-# ---- lesson 05's capstone (05.5) ------------------------------------------------------------------
+# ---- lesson 05's capstone (05.3) ------------------------------------------------------------------
 
-CAPSTONE = "05.5"
+CAPSTONE = "05.3"
 SOLUTION_SOURCE = capstone.SOLUTION.read_text()
 
 

@@ -235,7 +235,7 @@ def get(key: str) -> Exercise:
     if key not in REGISTRY and re.fullmatch(r"\d\d\.\d+", str(key)) and importlib.util.find_spec(lesson):
         importlib.import_module(lesson)
     if key not in REGISTRY:
-        _load_all()      # 05.5, the capstone, has a module of its own
+        _load_all()      # 05.3, the capstone, has a module of its own
     if key not in REGISTRY:
         raise ValueError(f"no exercise {key!r}; known: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[key]

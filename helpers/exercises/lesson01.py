@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from ..devices import ensure_devices
 from ..placement import short_device
-from . import describe, practice_strategy, quiet_tf, register
+from . import describe, quiet_tf, register
 
 # ---- 01.1: how MirroredStrategy splits a global batch -------------------------------------------
 
@@ -84,125 +84,7 @@ register("01.2", title="place two layers on two devices", checker=_check_placed,
          hint="a layer's weights are created when the layer is built, not when it is constructed: "
               "where does your code build each layer?")
 
-# ---- 01.3: which kind of parallelism? -----------------------------------------------------------
-
-_SCENARIOS = {
-    "a": ("data", "the model fits on one GPU and you want faster epochs: replicate it and split the "
-                  "batch (data parallelism)"),
-    "b": ("model", "30 GB of weights cannot fit on one 16 GB GPU, however you split the batch: put "
-                   "parts of the model on different GPUs (device/model parallelism)"),
-    "c": ("pipeline", "devices of a split model wait for each other; feeding micro-batches through "
-                      "them one after another (pipeline parallelism) keeps them busy"),
-}
-_ALIASES = {"data": "data", "data parallel": "data", "data parallelism": "data", "model": "model",
-            "device": "model", "model parallel": "model", "model parallelism": "model",
-            "device parallelism": "model", "device parallel": "model", "pipeline": "pipeline",
-            "pipeline parallelism": "pipeline", "pipeline parallel": "pipeline"}
-
-
-def _check_kind(answer):
-    if set(answer) != set(_SCENARIOS):
-        return False, f"give one answer for each of the keys a, b, c; got keys {sorted(map(str, answer))}"
-    wrong = []
-    for key, (want, why) in _SCENARIOS.items():
-        given = _ALIASES.get(str(answer[key]).strip().lower())
-        if given is None:
-            return False, f"{key}: {answer[key]!r} is not one of 'data', 'model', 'pipeline'"
-        if given != want:
-            wrong.append(f"{key}: not {given!r} - {why}")
-    if wrong:
-        return False, "; ".join(wrong)
-    return True, "right on all three: data parallelism for speed, model parallelism for size, " \
-                 "pipelining to keep a split model busy"
-
-
-def _solve_kind():
-    return {"a": "data", "b": "model", "c": "pipeline"}
-
-
-register("01.3", title="data, model or pipeline parallelism?", checker=_check_kind, solution=_solve_kind,
-         expects="dict", wants='a dict {"a": ..., "b": ..., "c": ...} of "data", "model" or "pipeline"',
-         hint="ask: does the model fit on one device? if yes, what is the bottleneck?")
-
-# ---- 01.4: write the replica step: per-example loss, global batch, one update ---------------------
-
-GLOBAL_BATCH_01_4 = 8
-LR_01_4 = 0.1
-
-
-def _data_01_4():
-    x = np.arange(GLOBAL_BATCH_01_4 * 3, dtype="float32").reshape(GLOBAL_BATCH_01_4, 3) / 10
-    y = (x @ np.array([[1.0], [-2.0], [0.5]], "float32") + 1.0).astype("float32")
-    return x, y
-
-
-def _check_replica_step(answer):
-    strategy = practice_strategy()
-    x, y = _data_01_4()
-    keras.utils.set_random_seed(4)
-    with strategy.scope():
-        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-        optimizer = keras.optimizers.SGD(learning_rate=LR_01_4)
-    w0, b0 = (v.numpy().copy() for v in model.weights)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH_01_4)
-    xb, yb = next(iter(strategy.experimental_distribute_dataset(dataset)))
-
-    @tf.function
-    def train_step(a, b):
-        strategy.run(lambda xr, yr: answer(model, optimizer, xr, yr, GLOBAL_BATCH_01_4), args=(a, b))
-
-    with quiet_tf():
-        train_step(xb, yb)
-    # the reference: one device, the whole batch, the mean squared error over all 8 rows
-    err = x @ w0 + b0 - y
-    want = np.concatenate([(w0 - LR_01_4 * 2 * x.T @ err / len(x)).ravel(),
-                           (b0 - LR_01_4 * 2 * err.mean(0)).ravel()])
-    kernel_copies = [c.numpy().ravel() for c in strategy.experimental_local_results(model.weights[0].value)]
-    if not np.allclose(kernel_copies[0], kernel_copies[1]):
-        return False, (f"the two replicas' kernels differ ({kernel_copies[0]} vs {kernel_copies[1]}): each "
-                       "replica updated its own copy. Apply the gradients with the strategy's optimizer "
-                       "(optimizer.apply_gradients), which all-reduces them first")
-    got = np.concatenate([v.numpy().ravel() for v in model.weights])
-    start = np.concatenate([w0.ravel(), b0.ravel()])
-    step_got, step_want = got - start, want - start
-    if np.allclose(step_got, 0):
-        return False, ("the weights did not change: compute the gradients with a GradientTape and call "
-                       "optimizer.apply_gradients(zip(grads, model.trainable_variables))")
-    if np.allclose(got, want, atol=1e-5):
-        return True, ("each replica divided its squared errors by the global batch of 8, the all-reduce "
-                      "summed the two gradients, and both copies took exactly the step one device takes "
-                      "on the whole batch")
-    ratio = float(np.dot(step_got, step_want) / np.dot(step_want, step_want))
-    if np.allclose(step_got, ratio * step_want, atol=1e-5) and abs(ratio - 2) < 0.05:
-        return False, ("the step is 2x the one-device step: a plain mean divides by the per-replica batch "
-                       "(4 rows), and the all-reduce then sums 2 replicas. Divide the per-example losses "
-                       "by the global batch size instead")
-    if np.allclose(step_got, ratio * step_want, atol=1e-5):
-        return False, (f"the step points the right way but is {ratio:.2f}x the one-device step: divide the "
-                       "sum of the per-example squared errors by the global batch size, once")
-    return False, (f"after one step the weights are {np.round(got, 4)}, one device on the whole batch gives "
-                   f"{np.round(want, 4)}: is the per-example loss the squared error (model(x) - y) ** 2 of "
-                   "each row?")
-
-
-def _solve_replica_step():
-    def replica_step(model, optimizer, x, y, global_batch_size):
-        with tf.GradientTape() as tape:
-            per_example = tf.square(model(x, training=True) - y)[:, 0]    # one loss per row
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))  # all-reduce (sum), then update
-
-    return replica_step
-
-
-register("01.4", title="write the replica step", checker=_check_replica_step, solution=_solve_replica_step,
-         expects="function", takes=5,
-         wants="a function replica_step(model, optimizer, x, y, global_batch_size)",
-         hint="each replica sees half the rows, and the all-reduce adds the replicas' gradients: what "
-              "must each replica divide its summed loss by?")
-
-# ---- 01.5: find and fix - the optimizer state of a split model ---------------------------------
+# ---- 01.3: find and fix - the optimizer state of a split model ---------------------------------
 
 def _check_compile_split(answer):
     model = _solve_placed()          # the lesson's split model: Dense(16) on one device, Dense(3) on the other
@@ -239,7 +121,7 @@ def _solve_compile_split():
     return compile_split
 
 
-register("01.5", title="find and fix: where Adam keeps its state", checker=_check_compile_split,
+register("01.3", title="find and fix: where Adam keeps its state", checker=_check_compile_split,
          solution=_solve_compile_split, expects="function", takes=1,
          wants="a function compile_split(model): your fixed version",
          hint="when, and under which device, are the optimizer's per-weight variables created? Section "

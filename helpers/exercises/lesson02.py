@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import os
 
-import tensorflow as tf
-
-from ..devices import ensure_devices
 from ..gpus import (
-    SAMPLE_MIXED_NVIDIA_SMI_CSV,
     SAMPLE_NVIDIA_SMI_CSV,
     parse_cuda_visible_devices,
     parse_nvidia_smi_csv,
@@ -16,8 +12,8 @@ from ..gpus import (
     resolve_visible,
     tensorflow_names,
 )
-from ..placement import missing_device, ran_on, short_device
-from . import quiet_tf, register
+from ..placement import short_device
+from . import register
 
 # ---- 02.1: choose GPUs from nvidia-smi output --------------------------------------------------
 
@@ -77,104 +73,7 @@ register("02.2", title="what TensorFlow calls each GPU", checker=_check_names, s
          hint="does TensorFlow keep nvidia-smi's numbers, or number only the GPUs it can see? In "
               "which order?")
 
-# ---- 02.3: choose one GPU of a mixed box, robustly ----------------------------------------------
-
-
-def _check_env(answer):
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in answer.items()):
-        return False, ("an environment maps names to strings: every key and value must be a str, "
-                       f"got {answer!r}")
-    target = parse_nvidia_smi_csv(SAMPLE_MIXED_NVIDIA_SMI_CSV)[1]
-    value = answer.get("CUDA_VISIBLE_DEVICES")
-    if value is None:
-        return False, "without CUDA_VISIBLE_DEVICES the process sees both GPUs"
-    try:
-        entries = parse_cuda_visible_devices(value)
-    except ValueError as exc:
-        return False, str(exc)
-    order = answer.get("CUDA_DEVICE_ORDER")
-    if order not in (None, "PCI_BUS_ID", "FASTEST_FIRST"):
-        return False, f"CUDA_DEVICE_ORDER={order!r} is not a value CUDA knows (PCI_BUS_ID or FASTEST_FIRST)"
-    if not entries or len(entries) != 1:
-        return False, f"{value!r} selects {len(entries or [])} GPUs; select exactly one"
-    entry = entries[0]
-    if isinstance(entry, str):
-        if len(entry) >= 8 and target.uuid.lower().startswith(entry.lower()):
-            return True, f"{value} names the RTX 3090 by UUID: right whatever the order (the most robust choice)"
-        return False, f"{value} is not (a prefix of) the RTX 3090's UUID {target.uuid}"
-    if entry != target.index:
-        return False, f"nvidia-smi shows the RTX 3090 as GPU {target.index}, not {entry}"
-    if order != "PCI_BUS_ID":
-        return False, ("index 1 alone is ambiguous: with CUDA's default FASTEST_FIRST order, CUDA's GPU 1 may be "
-                       "the GTX 1080 Ti. Also set the variable that makes CUDA number GPUs like nvidia-smi does")
-    return True, "PCI_BUS_ID makes CUDA number GPUs like nvidia-smi, so '1' is the RTX 3090"
-
-
-def _solve_env():
-    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1"}
-
-
-register("02.3", title="select one GPU of a mixed workstation", checker=_check_env, solution=_solve_env,
-         expects="dict", wants="the process's environment as a dict of strings",
-         hint="an index alone means different cards depending on how CUDA orders them: make the "
-              "order explicit, or use an identifier that never changes (lesson 02 showed both).")
-
-# ---- 02.4: a strategy over devices that must exist -----------------------------------------------
-
-
-def _check_make_strategy(answer):
-    replicas = ensure_devices(2)
-    ghost = missing_device("GPU")
-    try:
-        answer([replicas[0], ghost])
-    except ValueError as exc:
-        if ghost not in str(exc) and short_device(ghost) not in str(exc):
-            return False, f"ValueError for {ghost}, good, but its message should name that device: {exc}"
-    except Exception as exc:  # noqa: BLE001 - any other failure is the learner's to fix
-        return False, (f"make_strategy([{replicas[0]!r}, {ghost!r}]) raised {type(exc).__name__}: {exc}; "
-                       "raise a ValueError that names the missing device")
-    else:
-        return False, (f"make_strategy([{replicas[0]!r}, {ghost!r}]) returned a strategy although {ghost} does "
-                       "not exist here: MirroredStrategy accepts it and soft placement then runs that "
-                       "replica elsewhere, silently. Check the names against tf.config.list_logical_devices()")
-    # The learner's strategy is a second default one in this kernel; it runs no all-reduce here (only a
-    # per-replica matmul), so it cannot meet the collective-key clash of lesson 04.
-    strategy = answer(list(replicas))
-    if not isinstance(strategy, tf.distribute.MirroredStrategy):
-        return False, f"make_strategy(REPLICAS) must return a tf.distribute.MirroredStrategy, got {type(strategy).__name__}"
-    if strategy.num_replicas_in_sync != len(replicas):
-        return False, f"the strategy has {strategy.num_replicas_in_sync} replica(s) for {len(replicas)} devices"
-
-    values = strategy.experimental_distribute_values_from_function(
-        lambda ctx: tf.fill((2, 2), float(ctx.replica_id_in_sync_group)))
-    with quiet_tf():   # eager strategy.run (to see where each op ran) warns about its overhead
-        out = strategy.run(lambda t: tf.matmul(t, t), args=(values,))
-    ran = [ran_on(t) for t in strategy.experimental_local_results(out)]
-    want = [short_device(d) for d in replicas]
-    if ran != want:
-        return False, f"the replicas ran on {ran}, expected {want}: pass the devices to MirroredStrategy(devices=...)"
-    return True, (f"a missing device is refused by name, and the strategy's replicas ran on {ran}: "
-                  "the typo that soft placement would hide now stops the script at its first line")
-
-
-def _solve_make_strategy():
-    def make_strategy(devices):
-        existing = {short_device(d.name) for d in tf.config.list_logical_devices()}
-        missing = [d for d in devices if short_device(d) not in existing]
-        if missing:
-            raise ValueError(f"no such device here: {missing}; existing: {sorted(existing)}")
-        return tf.distribute.MirroredStrategy(devices=list(devices))
-
-    return make_strategy
-
-
-register("02.4", title="a strategy that refuses missing devices", checker=_check_make_strategy,
-         solution=_solve_make_strategy, expects="function", takes=1,
-         wants="a function make_strategy(devices) that returns a MirroredStrategy",
-         hint="MirroredStrategy itself never checks its devices; which tf.config call lists the ones this "
-              "process really has?")
-
-# ---- 02.5: find and fix - CUDA_VISIBLE_DEVICES for a fresh process ------------------------------
+# ---- 02.3: find and fix - CUDA_VISIBLE_DEVICES for a fresh process ------------------------------
 
 def _check_child_env(answer):
     before = dict(os.environ)
@@ -228,7 +127,7 @@ def _solve_child_env():
     return child_env
 
 
-register("02.5", title="find and fix: the environment of a fresh process", checker=_check_child_env,
+register("02.3", title="find and fix: the environment of a fresh process", checker=_check_child_env,
          solution=_solve_child_env, expects="function", takes=1,
          wants="a function child_env(selection) that returns a dict: your fixed version",
          hint="three problems: whose environment does it change (and is it too late for it)? What does "

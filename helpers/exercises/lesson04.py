@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import tempfile
-
 import keras
 import numpy as np
 import tensorflow as tf
 
 from .. import batchnorm
-from ..devices import ensure_devices
 from . import describe, error_line, model_problem, practice_strategy, quiet_tf, register
 
-#: Exercise 04.2: the batch each replica sees (replica 0: ones, replica 1: threes).
-EXERCISE_2_DATA = (np.ones((4, 1), "float32"), np.full((4, 1), 3.0, "float32"))
+# ---- 04.1: how many shadow variables TF >= 1.4 makes for multi_gpu_model's towers ---------------
 
 
 def _check_count(answer):
@@ -40,53 +36,13 @@ def _solve_count():
     return len([n for n in batchnorm.shadow_variables(graph) if "/biased" in n])
 
 
-def _check_saved(answer):
-    if set(answer) != {"unsynced", "synced"}:
-        return False, f'expected exactly the keys "unsynced" and "synced", got {sorted(map(repr, answer))}'
-    try:
-        got = {k: float(np.ravel(v)[0]) for k, v in answer.items()}
-    except (TypeError, ValueError, IndexError):
-        return False, f"the values must be numbers (or 1-element arrays), got {answer!r}"
-    replica0 = float(EXERCISE_2_DATA[0].mean())
-    global_mean = float(np.concatenate(EXERCISE_2_DATA).mean())
-    problems = []
-    if not np.isclose(got["unsynced"], replica0):
-        hint = " (that is the global mean: did you pass synchronized=False?)" if np.isclose(
-            got["unsynced"], global_mean) else ""
-        problems.append(f"unsynced should be replica 0's own batch mean {replica0}, got {got['unsynced']}{hint}")
-    if not np.isclose(got["synced"], global_mean):
-        problems.append(f"synced should be the mean of both replicas' batches {global_mean}, got {got['synced']}")
-    if problems:
-        return False, "; ".join(problems)
-    return True, (f"save() keeps replica 0's copy: {replica0} without sync (replica 1's "
-                  f"{float(EXERCISE_2_DATA[1].mean())} is lost); with synchronized=True every replica "
-                  f"holds the global-batch mean {global_mean}.")
-
-
-def _solve_saved():
-    # A second strategy in this kernel: ReductionToOneDevice, no collective ops (section "A trap when you re-run")
-    strategy = tf.distribute.MirroredStrategy(ensure_devices(2),
-                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
-    answer = {}
-    for key, sync in (("unsynced", False), ("synced", True)):
-        rbn = batchnorm.ReplicaBN(strategy, synchronized=sync, momentum=0.0)
-        rbn.step(list(EXERCISE_2_DATA))
-        with tempfile.TemporaryDirectory() as folder:
-            answer[key] = float(rbn.saved(folder)["moving_mean"][0])
-    return answer
-
-
 register("04.1", title="shadow variables with TF >= 1.4", checker=_check_count, solution=_solve_count,
          expects="int", wants="a whole number of variables",
          hint="each call of the BN layer's moving-average update adds one 'biased' variable: how "
               "many times is the layer called, from its first build on?")
-register("04.2", title="what save() keeps", checker=_check_saved, solution=_solve_saved,
-         expects="dict", wants='a dict {"unsynced": value, "synced": value}',
-         hint="saving keeps one replica's copy of moving_mean: which replica, and which batches has "
-              "that copy seen with and without synchronized statistics?")
 
 
-# ---- shared by 04.3 and 04.4: one step on two replicas that see different data --------------------
+# ---- shared by 04.2 and 04.3: one step on two replicas that see different data --------------------
 
 def _uneven_batch():
     """8 rows of 4 features: replica 0 gets rows of 0, replica 1 rows of 10 (fit splits the batch in order)."""
@@ -109,7 +65,7 @@ def _bn_layers(model):
     return [layer for layer in walk(model) if isinstance(layer, keras.layers.BatchNormalization)]
 
 
-# ---- 04.3: a model whose replicas keep the same BatchNorm statistics -------------------------------
+# ---- 04.2: a model whose replicas keep the same BatchNorm statistics -------------------------------
 
 
 def _check_sync_bn(answer):
@@ -154,13 +110,13 @@ def _solve_sync_bn():
     return make_bn_model
 
 
-register("04.3", title="BatchNorm statistics that agree on every replica", checker=_check_sync_bn,
+register("04.2", title="BatchNorm statistics that agree on every replica", checker=_check_sync_bn,
          solution=_solve_sync_bn, expects="function", takes=1,
          wants="a function make_bn_model(strategy) that returns a compiled Keras model",
          hint="by default each replica normalizes with its own slice of the batch; section 4 showed the "
               "layer argument that changes that.")
 
-# ---- 04.4: find and fix - measuring drift between replicas -----------------------------------------
+# ---- 04.3: find and fix - measuring drift between replicas -----------------------------------------
 
 _TRAINED: dict = {}
 
@@ -214,7 +170,7 @@ def _solve_replica_gap():
     return replica_gap
 
 
-register("04.4", title="find and fix: a drift check that never sees drift", checker=_check_replica_gap,
+register("04.3", title="find and fix: a drift check that never sees drift", checker=_check_replica_gap,
          solution=_solve_replica_gap, expects="function", takes=2,
          wants="a function replica_gap(model, strategy) that returns a number: your fixed version",
          hint="which replica's copy does reading a mirrored variable give you, and how do you ask the "

@@ -10,7 +10,6 @@ import tensorflow as tf
 
 from .. import devices
 from ..input_pipeline import CallCounter, make_pipeline
-from ..replica_checks import global_batch_size, scale_learning_rate
 from . import describe, is_number, practice_strategy, register
 
 # 06.1 ------------------------------------------------------------------------------------------
@@ -55,40 +54,6 @@ register("06.1", title="scaling efficiency", checker=_check_efficiency, solution
 
 
 # 06.2 ------------------------------------------------------------------------------------------
-_BASE_LR, _PER_REPLICA = 0.01, 32  # a one-GPU recipe: batch 32, learning rate 0.01
-
-
-def _check_lr(answer):
-    for n in (1, 2, 4, 8):
-        want = scale_learning_rate(_BASE_LR, _PER_REPLICA, global_batch_size(_PER_REPLICA, n))
-        got = answer(n)
-        if not is_number(got):
-            return False, f"lr_for({n}) returned {describe(got)}; it should return a number"
-        if not math.isclose(got, want, rel_tol=1e-6):
-            if math.isclose(got, _BASE_LR, rel_tol=1e-6):
-                return False, (f"lr_for({n}) returned the one-GPU rate {got}: the global batch is "
-                               f"{_PER_REPLICA * n} on {n} replicas, so the linear rule scales the rate too")
-            return False, f"lr_for({n}) returned {got!r}, expected {want:g} (linear scaling rule)"
-    return True, ("linear scaling: 1 -> 0.01, 8 replicas -> 0.08, because the global batch grew 8x "
-                  "(for very large batches add a warm-up, as Goyal et al. 2017 did).")
-
-
-def _solve_lr():
-    def lr_for(replicas):
-        global_batch = 32 * replicas         # 32 rows per replica
-        return 0.01 * global_batch / 32      # linear rule: the rate grows with the global batch
-
-    return lr_for
-
-
-register("06.2", title="scale the learning rate with the replicas", checker=_check_lr,
-         solution=_solve_lr, expects="function", takes=1,
-         wants="a function lr_for(replicas) -> learning rate",
-         hint="how big is the global batch on that many replicas, and by what factor did it grow "
-              "from the recipe's batch? Section 2 says what the linear rule does with that factor.")
-
-
-# 06.3 ------------------------------------------------------------------------------------------
 def _check_pipeline(answer):
     x = np.arange(40, dtype="float32").reshape(10, 4)
     y = np.arange(10, dtype="int64")
@@ -117,13 +82,13 @@ def _solve_pipeline():
     return fix
 
 
-register("06.3", title="fix the slow input pipeline", checker=_check_pipeline, solution=_solve_pipeline,
+register("06.2", title="fix the slow input pipeline", checker=_check_pipeline, solution=_solve_pipeline,
          expects="function", takes=1, wants="a function fix(dataset) that returns a tf.data.Dataset",
          hint="section 4 uses two dataset methods: one keeps what the first epoch computed, the other "
               "works ahead while the model trains. Their order matters.")
 
 
-# helpers shared by 06.4 and 06.5 ---------------------------------------------------------------
+# 06.3 ------------------------------------------------------------------------------------------
 def _steps(dataset) -> list[str]:
     """The tf.data steps of ``dataset``, last first: ["Prefetch", "Batch", "Cache", "Map", "TensorSlice"]."""
     out, ds = [], dataset
@@ -133,63 +98,6 @@ def _steps(dataset) -> list[str]:
     return out
 
 
-# 06.4 ------------------------------------------------------------------------------------------
-def _check_make_dataset(answer):
-    strategy = practice_strategy(devices.configured_devices())  # REPLICAS, else 2 devices
-    n = strategy.num_replicas_in_sync
-    x = np.arange(96 * 3, dtype="float32").reshape(96, 3)
-    y = np.arange(96, dtype="int64")
-    for per_replica in (4, 8):
-        ds = answer(x, y, per_replica, strategy)
-        call = f"make_dataset(x, y, {per_replica}, strategy)"
-        if not hasattr(ds, "element_spec"):
-            return False, f"{call} returned {describe(ds)}; it should return a tf.data.Dataset"
-        if "Distributed" in type(ds).__name__:
-            return False, (f"{call} returned a {type(ds).__name__}: return the tf.data.Dataset itself, "
-                           "fit (or experimental_distribute_dataset) splits it among the replicas")
-        epoch = [yb.numpy() for _, yb in ds]
-        if not epoch or epoch[0].ndim != 1:
-            return False, f"{call} gives unbatched samples: batch them (fit takes the dataset's batches as they are)"
-        got = np.sort(np.concatenate(epoch))
-        if not np.array_equal(got, y):
-            return False, (f"one epoch of {call} holds {len(got)} samples, not the {len(y)} given, each once: "
-                           "no repeat, no filter, no drop_remainder here")
-        dist = strategy.experimental_distribute_dataset(ds)
-        local = [int(t.shape[0]) for t in strategy.experimental_local_results(next(iter(dist))[1])]
-        if local != [per_replica] * n:
-            size = int(epoch[0].shape[0])
-            why = (" - that is the batch of ONE replica; MirroredStrategy splits each batch among the "
-                   f"{n} replicas" if size == per_replica and n > 1 else "")
-            return False, (f"{call}: the first batch has {size} samples, so the {n} replicas got {local} "
-                           f"instead of {per_replica} each{why}")
-        steps = _steps(ds)
-        if "Cache" not in steps:
-            return False, f"{call} has no cache step: every epoch would prepare the data again ({steps})"
-        if steps[0] != "Prefetch":
-            return False, (f"the last step of {call} is {steps[0]}: end with the step that prepares the "
-                           "next batch while the current one trains")
-    return True, (f"on {n} replicas each replica gets per_replica samples because the batch is "
-                  "per_replica * strategy.num_replicas_in_sync; cache() keeps the prepared data, "
-                  "prefetch() last overlaps input and training.")
-
-
-def _solve_make_dataset():
-    def make_dataset(x, y, per_replica, strategy):
-        global_batch = per_replica * strategy.num_replicas_in_sync
-        ds = tf.data.Dataset.from_tensor_slices((x, y)).cache()
-        return ds.batch(global_batch).prefetch(tf.data.AUTOTUNE)
-
-    return make_dataset
-
-
-register("06.4", title="a pipeline for MirroredStrategy", checker=_check_make_dataset,
-         solution=_solve_make_dataset, expects="function", takes=4,
-         wants="a function make_dataset(x, y, per_replica, strategy) that returns a tf.data.Dataset",
-         hint="fit under a strategy splits each batch it receives among the replicas, so the batch you "
-              "build is not per_replica; the strategy knows how many replicas there are.")
-
-
-# 06.5 ------------------------------------------------------------------------------------------
 def _check_fixed_prepare(answer):
     strategy = practice_strategy(devices.configured_devices())  # REPLICAS, else 2 devices
     n = strategy.num_replicas_in_sync
@@ -259,7 +167,7 @@ def _solve_fixed_prepare():
     return prepare
 
 
-register("06.5", title="find and fix three traps", checker=_check_fixed_prepare,
+register("06.3", title="find and fix three traps", checker=_check_fixed_prepare,
          solution=_solve_fixed_prepare, expects="function", takes=3,
          wants="a function prepare(x, y, strategy) that returns (dataset, model), its traps fixed",
          hint="check the learning rate's factor, what each epoch of data looks like after the cache, and "

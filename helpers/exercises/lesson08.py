@@ -1,7 +1,7 @@
 """Exercises of 08_keras3_distribution_api.
 
-Both checkers are backend-independent (a LayoutMap lookup and arithmetic), so
-they run in the notebook's JAX kernel and in the TensorFlow test process alike.
+They run in the notebook's JAX kernel and in the TensorFlow test process alike: 08.1 and 08.2 are a LayoutMap
+lookup and arithmetic, 08.3 reads real shardings under JAX and looks the paths up elsewhere.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 
 import keras
-import numpy as np
 from keras import distribution as kd
 
 from ..versions import at_least
@@ -111,110 +110,32 @@ register("08.2", title="what one device of a 2x2 mesh holds", checker=_check_sha
               "replicate. Compare with distribution.show_layouts(mp_model).")
 
 
-# ---- shared by 08.3 and 08.4: build under ModelParallel (JAX) or look the paths up (any backend) -----
+# ---- 08.3: find and fix - the 2023 guide's LayoutMap keys ------------------------------------------
 
-def _real_sharding() -> bool:
-    """True where ModelParallel really shards: the JAX backend with 2 or more devices (a 'model' axis of 2)."""
-    return keras.backend.backend() == "jax" and _mesh().shape[1] >= 2
+#: What each weight of the lesson's MLP should get: d1 split by columns (bias too), d2 by rows, d2's bias whole.
+WANT_08_3 = {"d1/kernel": (None, "model"), "d1/bias": ("model",), "d2/kernel": ("model", None),
+             "d2/bias": (None,)}
 
 
-def _layouts(layout_map, build):
-    """{weight path: axes} for the model ``build()`` makes: read from the arrays under JAX, else looked up.
+def _layouts(layout_map):
+    """({weight path: axes}, how) for the lesson's MLP: read from the arrays under JAX, else looked up in the map.
 
-    Returns (layouts, model, how): how says which of the two it did, for the message.
+    ModelParallel really shards only on the JAX backend with a 'model' axis of 2 or more devices.
     """
-    if _real_sharding():
+    def mlp():
+        return keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu", name="d1"),
+                                 keras.layers.Dense(10, activation="softmax", name="d2")], name="mlp")
+
+    if keras.backend.backend() == "jax" and _mesh().shape[1] >= 2:
         with kd.ModelParallel(layout_map=layout_map, batch_dim_name="data").scope():
-            model = build()
+            model = mlp()
         specs = {v.path: tuple(v.value.sharding.spec) + (None,) * (len(v.shape) - len(v.value.sharding.spec))
                  for v in model.weights}                     # a jax spec leaves its trailing Nones out
-        how = "read from each weight's jax sharding"
-    else:
-        model = build()
-        specs = {v.path: tuple(layout_map[v.path].axes) if layout_map[v.path] is not None else (None,) * len(v.shape)
-                 for v in model.weights}
-        how = ("looked up in the LayoutMap: on the TensorFlow backend keras.distribution shards nothing, "
-               "lesson 08 showed why")
-    return specs, model, how
-
-
-# ---- 08.3: a LayoutMap for an embedding tower -----------------------------------------------------
-
-VOCAB_08_3, WIDTH_08_3 = 64, 32
-
-
-def tower(name="tower"):
-    """The model of exercise 08.3: token ids -> Embedding -> mean -> Dense(64) -> Dense(8)."""
-    return keras.Sequential([keras.Input((6,), dtype="int32"),
-                             keras.layers.Embedding(VOCAB_08_3, WIDTH_08_3, name="embed"),
-                             keras.layers.GlobalAveragePooling1D(name="pool"),
-                             keras.layers.Dense(64, activation="relu", name="up"),
-                             keras.layers.Dense(8, name="out")], name=name)
-
-
-#: What each weight of tower() should get: rows of the table, columns of "up" (and its bias), rows of "out".
-WANT_08_3 = {"embed/embeddings": ("model", None), "up/kernel": (None, "model"), "up/bias": ("model",),
-             "out/kernel": ("model", None), "out/bias": (None,)}
-
-
-def _check_tower_layout(answer):
-    layout_map = answer(_mesh())
-    if not isinstance(layout_map, kd.LayoutMap):
-        return False, f"layout_for(mesh) must return a keras.distribution.LayoutMap, it returned {describe(layout_map)}"
-    try:
-        got, model, how = _layouts(layout_map, tower)
-    except ValueError as exc:
-        return False, f"Keras rejects this LayoutMap: {str(exc).splitlines()[0][:200]}"
-    wrong = []
-    for suffix, want in WANT_08_3.items():
-        path = next(p for p in got if p.endswith(suffix))
-        if got[path] != want:
-            wrong.append(f"{path} gets {got[path]}, want {want}")
-    if wrong:
-        return False, "; ".join(wrong) + f" ({how})"
-    if _real_sharding():   # and it trains: one step on the sharded model
-        ids = np.random.default_rng(0).integers(0, VOCAB_08_3, size=(8, 6)).astype("int32")
-        with kd.ModelParallel(layout_map=layout_map, batch_dim_name="data").scope():
-            model.compile(optimizer="sgd", loss=__import__("keras").losses.SparseCategoricalCrossentropy(
-                from_logits=True))
-        model.fit(ids, np.arange(8) % 8, batch_size=8, epochs=1, verbose=0)
-        table = model.get_layer("embed").embeddings.value
-        per_device = table.sharding.shard_shape(table.shape)
-        return True, (f"the table's {VOCAB_08_3} rows are split over 'model' (each device holds {per_device}), "
-                      "'up' by columns with its bias, 'out' by rows with its bias whole; one training step "
-                      f"ran on the {'x'.join(map(str, _mesh().shape))} mesh ({how})")
-    return True, (f"rows of the table, columns of 'up' (and its bias), rows of 'out', its bias whole: the layouts "
-                  f"are right ({how})")
-
-
-def _solve_tower_layout():
-    def layout_for(mesh):
-        layout_map = kd.LayoutMap(mesh)
-        layout_map[".*embed/embeddings"] = ("model", None)   # vocabulary rows over 'model'
-        layout_map[".*up/kernel"] = (None, "model")          # column-parallel ...
-        layout_map[".*up/bias"] = ("model",)                 # ... its bias follows the columns
-        layout_map[".*out/kernel"] = ("model", None)         # row-parallel: partial sums, one all-reduce
-        return layout_map                                    # out/bias matches nothing: replicated
-
-    return layout_for
-
-
-register("08.3", title="a LayoutMap for an embedding tower", checker=_check_tower_layout,
-         solution=_solve_tower_layout, expects="function", takes=1,
-         wants="a function layout_for(mesh) that returns a keras.distribution.LayoutMap",
-         hint="print [v.path for v in tower().weights] first; a key must match a whole path on Keras >= "
-              "3.14, and each value names a mesh axis (or None) per dimension.")
-
-# ---- 08.4: find and fix - the 2023 guide's LayoutMap keys ------------------------------------------
-
-def mlp_08_4(name="mlp"):
-    """The lesson's MLP: 64 features -> Dense(128, name="d1") -> Dense(10, name="d2")."""
-    return keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu", name="d1"),
-                             keras.layers.Dense(10, activation="softmax", name="d2")], name=name)
-
-
-WANT_08_4 = {"d1/kernel": (None, "model"), "d1/bias": ("model",), "d2/kernel": ("model", None),
-             "d2/bias": (None,)}
+        return specs, "read from each weight's jax sharding"
+    specs = {v.path: tuple(layout_map[v.path].axes) if layout_map[v.path] is not None else (None,) * len(v.shape)
+             for v in mlp().weights}
+    return specs, ("looked up in the LayoutMap: on the TensorFlow backend keras.distribution shards nothing, "
+                   "lesson 08 showed why")
 
 
 def _check_guide_layout(answer):
@@ -223,17 +144,17 @@ def _check_guide_layout(answer):
         return False, f"guide_layout(mesh) must return a keras.distribution.LayoutMap, it returned {describe(layout_map)}"
     full_match = at_least("keras", "3.14")
     try:
-        got, _, how = _layouts(layout_map, mlp_08_4)
+        got, how = _layouts(layout_map)
     except ValueError as exc:
         return False, f"Keras {keras.__version__} rejects this LayoutMap: {str(exc).splitlines()[0][:200]}"
-    wrong = [f"{p} gets {got[p]}, want {want}" for suffix, want in WANT_08_4.items()
+    wrong = [f"{p} gets {got[p]}, want {want}" for suffix, want in WANT_08_3.items()
              for p in got if p.endswith(suffix) and got[p] != want]
     if wrong:
         why = (f" On Keras {keras.__version__} a key must match the whole path ('mlp/d1/kernel'), so 'd1/kernel' "
                "matches nothing and the weight stays replicated, silently." if full_match else "")
         return False, "; ".join(wrong) + f" ({how}).{why}"
     keys = list(layout_map.keys()) if hasattr(layout_map, "keys") else []
-    portable = all(any(re.fullmatch(k, f"mlp/{suffix}") for k in keys) for suffix, want in WANT_08_4.items()
+    portable = all(any(re.fullmatch(k, f"mlp/{suffix}") for k in keys) for suffix, want in WANT_08_3.items()
                    if want != (None,)) if keys else True
     if not full_match and not portable:
         return True, (f"right on Keras {keras.__version__}, which finds a key anywhere in the path (re.search), so "
@@ -255,7 +176,7 @@ def _solve_guide_layout():
     return guide_layout
 
 
-register("08.4", title="find and fix: the 2023 guide's LayoutMap keys", checker=_check_guide_layout,
+register("08.3", title="find and fix: the 2023 guide's LayoutMap keys", checker=_check_guide_layout,
          solution=_solve_guide_layout, expects="function", takes=1,
          wants="a function guide_layout(mesh) that returns a keras.distribution.LayoutMap: your fixed version",
          hint="print each weight's path and what layout_map[path] returns for it; the lesson's trap "
