@@ -38,10 +38,8 @@ class Dataset:
         return tuple(self.x_train.shape[1:])
 
     def summary(self) -> str:
-        return (
-            f"{self.name} ({self.source}): train {self.x_train.shape}, test {self.x_test.shape}, "
-            f"{self.num_classes} classes"
-        )
+        return (f"{self.name} ({self.source}): train {self.x_train.shape}, test {self.x_test.shape}, "
+                f"{self.num_classes} classes")
 
 
 def load_digits() -> Dataset:
@@ -51,28 +49,23 @@ def load_digits() -> Dataset:
     bunch = _sk_digits()
     x = (bunch.images / 16.0).astype("float32")[..., None]
     y = bunch.target.astype("int64")
-    order = np.random.default_rng(0).permutation(len(x))
-    n_test = int(round(len(x) * 0.2))
-    test, train = order[:n_test], order[n_test:]
-    return Dataset("digits", "scikit-learn bundled copy (offline)", x[train], y[train],
-                   x[test], y[test], 10)
+    test, train = np.split(np.random.default_rng(0).permutation(len(x)), [round(len(x) * 0.2)])
+    return Dataset("digits", "scikit-learn bundled copy (offline)", x[train], y[train], x[test], y[test], 10)
 
 
 def keras_cache_dirs() -> list[Path]:
     """Where Keras keeps downloads: ``$KERAS_HOME``, ``~/.keras``, then ``/tmp/.keras``."""
-    dirs = []
-    if os.environ.get("KERAS_HOME"):
-        dirs.append(Path(os.environ["KERAS_HOME"]).expanduser())
-    dirs += [Path("~/.keras").expanduser(), Path("/tmp/.keras")]
-    return dirs
+    home = os.environ.get("KERAS_HOME")
+    return ([Path(home).expanduser()] if home else []) + [Path("~/.keras").expanduser(), Path("/tmp/.keras")]
 
 
 def _load_cifar_batch(path: Path) -> tuple:
-    """One pickled CIFAR-10 batch file -> (uint8 images (N, 3, 32, 32), labels)."""
+    """One pickled CIFAR-10 batch file -> (uint8 images (N, 32, 32, 3), labels)."""
     with open(path, "rb") as f:
         batch = pickle.load(f, encoding="bytes")
     batch = {k.decode() if isinstance(k, bytes) else k: v for k, v in batch.items()}
-    return np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32), np.asarray(batch["labels"])
+    images = np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    return images, np.asarray(batch["labels"])
 
 
 def _cifar_from_cache() -> Optional[tuple]:
@@ -81,11 +74,9 @@ def _cifar_from_cache() -> Optional[tuple]:
         folder = base.joinpath(*_CIFAR_DIR)
         batches = sorted(folder.glob("data_batch_*"))
         if batches and (folder / "test_batch").exists():
-            parts = [_load_cifar_batch(p) for p in batches]
-            x_train = np.concatenate([p[0] for p in parts])
-            y_train = np.concatenate([np.asarray(p[1]) for p in parts])
-            x_test, y_test = _load_cifar_batch(folder / "test_batch")
-            return (x_train, y_train), (x_test, np.asarray(y_test)), f"Keras cache {folder}"
+            x_train, y_train = zip(*[_load_cifar_batch(p) for p in batches])
+            train = np.concatenate(x_train), np.concatenate(y_train)
+            return train, _load_cifar_batch(folder / "test_batch"), f"Keras cache {folder}"
     return None
 
 
@@ -95,18 +86,10 @@ def load_cifar10() -> Dataset:
     if found is None:
         import keras
 
-        (x_train, y_train), (x_test, y_test) = keras.datasets.cifar10.load_data()
-        found = (x_train, y_train), (x_test, y_test), "keras.datasets download"
+        found = (*keras.datasets.cifar10.load_data(), "keras.datasets download")
     (x_train, y_train), (x_test, y_test), source = found
-
-    def prep(x):  # batches from load_batch are channels-first
-        x = np.asarray(x)
-        if x.ndim == 4 and x.shape[1] == 3 and x.shape[-1] != 3:
-            x = x.transpose(0, 2, 3, 1)
-        return (x / 255.0).astype("float32")
-
-    return Dataset("cifar10", source, prep(x_train), np.asarray(y_train).reshape(-1).astype("int64"),
-                   prep(x_test), np.asarray(y_test).reshape(-1).astype("int64"), 10)
+    return Dataset("cifar10", source, (x_train / 255.0).astype("float32"), y_train.reshape(-1).astype("int64"),
+                   (x_test / 255.0).astype("float32"), y_test.reshape(-1).astype("int64"), 10)
 
 
 def load_dataset(name: str = "auto", verbose: bool = True) -> Dataset:
