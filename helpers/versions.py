@@ -69,26 +69,15 @@ def at_least(dist: str, minimum: str) -> bool:
 
 def versions() -> dict[str, str]:
     """Versions of Python and of the libraries the course uses (only those installed)."""
-    out = {"python": installed("python")}
-    for dist in SHOWN:
-        v = installed(dist)
-        if v is not None:
-            out[dist] = v
-    return out
+    found = {dist: installed(dist) for dist in ("python", *SHOWN)}
+    return {dist: v for dist, v in found.items() if v is not None}
 
 
 def outside_range(found: Optional[dict[str, str]] = None) -> list[str]:
     """One phrase per version outside :data:`SUPPORTED`, e.g. ``"keras 3.9.2 (supported: 3.13-3.15)"``."""
     found = versions() if found is None else found
-    out = []
-    for dist, (low, high) in SUPPORTED.items():
-        have = found.get(dist)
-        if have is None:
-            continue
-        mm = version_tuple(have)[:2]
-        if not version_tuple(low) <= mm <= version_tuple(high):
-            out.append(f"{dist} {have} (supported: {low}-{high})")
-    return out
+    return [f"{dist} {found[dist]} (supported: {low}-{high})" for dist, (low, high) in SUPPORTED.items()
+            if dist in found and not version_tuple(low) <= version_tuple(found[dist])[:2] <= version_tuple(high)]
 
 
 def stack_line(found: Optional[dict[str, str]] = None) -> str:
@@ -114,11 +103,8 @@ def find_interpreter(version: str) -> Optional[Path]:
 
 
 def pickle_wording(pythons: Sequence[str] = ("2.7", "3.6", "3.8")) -> list[dict]:
-    """What ``copy.deepcopy`` of a config holding a module says, per Python version, then in this kernel.
-
-    Each interpreter found here runs :data:`DEEPCOPY_SCRIPT` (``source="live"``); a missing one gives the
-    recorded :data:`PICKLE_WORDING` (``source="recorded"``).
-    """
+    """What ``copy.deepcopy`` of a config holding a module says, per Python version, then in this kernel: ``"live"``
+    from :data:`DEEPCOPY_SCRIPT` where that interpreter is here, else ``"recorded"`` (:data:`PICKLE_WORDING`)."""
     rows = []
     for v in pythons:
         python, message, source = find_interpreter(v), PICKLE_WORDING.get(v, "?"), "recorded"
