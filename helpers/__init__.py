@@ -26,7 +26,6 @@ _LAZY = {
     "scratch_dir": ("notebook", "scratch_dir"),
     "expect_error": ("errors", "expect_error"),
     "ensure_devices": ("devices", "ensure_devices"),
-    "show_devices": ("devices", "show_devices"),
     "load_dataset": ("data", "load_dataset"),
 }
 

@@ -124,12 +124,6 @@ def tf_backend_report() -> dict:
         return {"variable_class": type(value).__name__, "variable_devices": [p.device for p in parts],
                 "per_device_shape": list(parts[0].shape)}
 
-    def attempt(build):
-        try:
-            return build()
-        except (AttributeError, NotImplementedError) as exc:
-            return {"error": f"{type(exc).__name__}: {exc}"}
-
     def data_parallel():
         dp = kd.DataParallel(devices=devices)
         kd.set_distribution(dp)
@@ -150,11 +144,13 @@ def tf_backend_report() -> dict:
                 **actual(kernel)}
 
     report = {"keras_devices": list(devices)}
-    try:
-        report["data_parallel"] = attempt(data_parallel)
-        report["model_parallel"] = attempt(model_parallel)
-    finally:
-        kd.set_distribution(None)
+    for name, build in (("data_parallel", data_parallel), ("model_parallel", model_parallel)):
+        try:
+            report[name] = build()
+        except (AttributeError, NotImplementedError) as exc:
+            report[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            kd.set_distribution(None)
     strategy = tf.distribute.MirroredStrategy(devices=devices)  # Keras's "cpu:0" is a TensorFlow device name too
     with strategy.scope():
         model = small_mlp(input_dim=8, num_classes=2, hidden=4)
