@@ -86,9 +86,9 @@ class CapsuleRun:
 
     def key_lines(self) -> list[str]:
         """What a reader needs: the script's own prints, the frames, the error."""
+        error = self.error_lines(99)
         own = [ln for ln in self.output.splitlines()
-               if ln and not ln.startswith((" ", "Traceback")) and ln not in self.error_lines(99)
-               and not ln.startswith("capsule versions:")]
+               if ln and not ln.startswith((" ", "Traceback", "capsule versions:")) and ln not in error]
         frames = self.frames()
         head = ["traceback (most recent call last, shortened):"] if frames else []
         return own + head + ["  " + f for f in frames] + self.error_lines()
@@ -133,22 +133,19 @@ def _parse_versions(output: str) -> dict:
     return dict(part.strip().split(" ", 1) for part in m.group(1).split("|")) if m else {}
 
 
-def run_live(name: str, python: Optional[os.PathLike] = None, timeout: float = 180) -> CapsuleRun:
-    """Run capsule script ``name`` in the capsule interpreter (``FileNotFoundError`` if none).
-
-    The child gets a temporary working directory and ``HOME`` (Keras 2 writes ``~/.keras/keras.json``)
-    and none of this process's Python, Keras, TensorFlow or CUDA settings.
-    """
+def run_live(name: str, timeout: float = 180) -> CapsuleRun:
+    """Run capsule script ``name`` in the capsule interpreter (``FileNotFoundError`` if none), in a temporary working
+    directory and ``HOME`` (Keras 2 writes ``~/.keras/keras.json``)."""
     _check_name(name)
     positive_number("timeout", timeout, unit="seconds")
-    python = Path(python) if python is not None else find_capsule()
-    if python is None or not python.exists():
+    python = find_capsule()
+    if python is None:
         raise FileNotFoundError("no time capsule found (run `make capsule`, or set "
                                 f"{CAPSULE_ENV} to a Python 3.6 with tensorflow 1.3.0 + keras 2.1.3)")
     script = SCRIPTS_DIR / f"{name}.py"
     work = Path(tempfile.mkdtemp(prefix="capsule-"))
-    # The course's one child policy (helpers.subproc), minus what would steer a *different* interpreter
-    # (Python 3.6, TF 1.3) wrongly: today's Python paths, virtualenv, Keras/TF/CUDA settings.
+    # helpers.subproc's child policy minus what would steer a *different* interpreter (Python 3.6, TF 1.3)
+    # wrongly: today's Python paths, virtualenv, Keras/TF/CUDA settings.
     env = {k: v for k, v in child_env(fresh_devices=True).items()
            if not k.startswith(("PYTHON", "KERAS", "TF_", "CUDA_", "XLA_", "VIRTUAL_ENV"))}
     env.update(HOME=str(work), TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
@@ -163,6 +160,7 @@ def run_live(name: str, python: Optional[os.PathLike] = None, timeout: float = 1
 
 
 def transcript_path(name: str, directory: Optional[os.PathLike] = None) -> Path:
+    """``<directory>/<name>.txt``, by default under ``helpers/transcripts/``."""
     _check_name(name)
     return Path(directory or TRANSCRIPTS_DIR) / f"{name}.txt"
 
@@ -181,17 +179,14 @@ def load_transcript(name: str, directory: Optional[os.PathLike] = None) -> Capsu
                       versions=_parse_versions(output))
 
 
-def run(name: str, timeout: float = 180) -> CapsuleRun:
+def run(name: str) -> CapsuleRun:
     """Live if a capsule exists, otherwise the recorded transcript."""
-    return run_live(name, timeout=timeout) if find_capsule() else load_transcript(name)
+    return run_live(name) if find_capsule() else load_transcript(name)
 
 
-def show(name: str, expect: Optional[str] = None) -> CapsuleRun:
-    """Run (or replay) ``name`` and print where it came from, the versions and the key lines.
-
-    ``AssertionError`` when the output lacks ``expect`` (default: the script's expected line), so a
-    lesson fails the day the error stops happening.
-    """
+def show(name: str) -> CapsuleRun:
+    """Run (or replay) ``name`` and print where it came from, the versions and the key lines. ``AssertionError``
+    when the output lacks the script's expected line, so a lesson fails the day the error stops happening."""
     expected = _check_name(name)
     result = run(name)
     print(f"time capsule: {result.source}")
@@ -202,9 +197,8 @@ def show(name: str, expect: Optional[str] = None) -> CapsuleRun:
     print(f"  $ {result.command}   (exit code {result.returncode})")
     for line in result.key_lines():
         print("  " + line)
-    wanted = expect if expect is not None else expected
-    if wanted not in result.output:
-        raise AssertionError(f"time capsule ({result.source}): the output of {name!r} lacks {wanted!r}. "
+    if expected not in result.output:
+        raise AssertionError(f"time capsule ({result.source}): the output of {name!r} lacks {expected!r}. "
                              "The 2017 behaviour this lesson shows did not happen.")
     return result
 
