@@ -85,16 +85,14 @@ class ReplicaBN:
         tf = import_tensorflow()
         import keras
 
-        self.strategy, self.synchronized = strategy, bool(synchronized)
-        self.replicas = strategy.num_replicas_in_sync
+        self.strategy, self.replicas = strategy, strategy.num_replicas_in_sync
         with strategy.scope():
             self.layer = keras.layers.BatchNormalization(momentum=momentum, synchronized=synchronized)
             self.model = keras.Sequential([keras.Input((1,)), self.layer])
-        layer, run = self.layer, strategy.run
 
         @tf.function(reduce_retracing=True)
         def _step(dist_x):
-            return run(lambda x: layer(x, training=True), args=(dist_x,))
+            return strategy.run(lambda x: self.layer(x, training=True), args=(dist_x,))
 
         self._step = _step
 
