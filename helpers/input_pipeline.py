@@ -52,15 +52,14 @@ def make_pipeline(x, y, batch_size: int, delay_s: float = 0.0, counter: CallCoun
     return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size).map(_prepare)
 
 
-def plot_pipelines(rows: Sequence[dict], ax=None):
+def plot_pipelines(rows: Sequence[dict]):
     """Horizontal bars: training time per pipeline variant, with the slow work inside it marked."""
     rows = list(rows)
     if not rows or not all({"label", "seconds", "slow_work_s"} <= set(r) for r in rows):
         raise ValueError("rows must be non-empty dicts with label, seconds and slow_work_s (one per pipeline)")
     import matplotlib.pyplot as plt
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 2.8))
+    _, ax = plt.subplots(figsize=(7, 2.8))
     labels = [r["label"] for r in rows]
     ax.barh(labels, [r["seconds"] for r in rows], color="tab:blue", label="training time (measured)")
     ax.barh(labels, [r["slow_work_s"] for r in rows], height=0.35, color="tab:orange",

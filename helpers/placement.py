@@ -96,10 +96,9 @@ def variable_devices(model: keras.layers.Layer) -> list[dict]:
     return rows
 
 
-def graph_op_devices(model: keras.layers.Layer, input_shape: Sequence[int],
-                     op_types: Sequence[str] = ("MatMul", "Conv2D", "BiasAdd", "Relu", "Softmax")) -> list[dict]:
-    """Trace ``model`` (``input_shape`` without the batch) and list where its compute ops are pinned (an op with no
-    device shows ``(not pinned)``: TensorFlow runs it on the default device)."""
+def graph_op_devices(model: keras.layers.Layer, input_shape: Sequence[int], op_types: Sequence[str]) -> list[dict]:
+    """Trace ``model`` (``input_shape`` without the batch) and list where its ops of ``op_types`` are pinned (an op
+    with no device shows ``(not pinned)``: TensorFlow runs it on the default device)."""
     import tensorflow as tf
 
     if not isinstance(model, keras.layers.Layer):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 
-def plot_sweep(rows: Sequence[dict], ax=None):
+def plot_sweep(rows: Sequence[dict]):
     """Accuracy against global batch, one line with the same LR and one with the scaled LR; returns the Axes.
     ``rows``: one dict per run with ``batch``, ``accuracy`` and ``lr_scaled``; the base (smallest) batch is on both."""
     rows = list(rows)
@@ -17,8 +17,7 @@ def plot_sweep(rows: Sequence[dict], ax=None):
         raise ValueError("rows must be non-empty dicts with batch, accuracy and lr_scaled (one per run)")
     import matplotlib.pyplot as plt
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
+    _, ax = plt.subplots(figsize=(6, 4))
     base = min(r["batch"] for r in rows)
     base_rows = [r for r in rows if r["batch"] == base]
     for scaled, style, label in ((False, "o-", "same learning rate"),
