@@ -19,10 +19,8 @@ TAG_RE = re.compile(r"^\[worker (\d+)\] ")
 
 
 def flat(values: Iterable[Any]) -> "Any":
-    """One float64 numpy vector from a list of weights/gradients (arrays, tensors or variables).
-
-    A ``None`` entry (a variable without gradient) is a ``ValueError``: a bug to report, not a zero to hide.
-    """
+    """One float64 numpy vector from a list of weights/gradients (arrays, tensors or variables). A ``None`` entry
+    (a variable without gradient) is a ``ValueError``: a bug to report, not a zero to hide."""
     parts = []
     for i, v in enumerate(values):
         if v is None:
@@ -35,11 +33,8 @@ def flat(values: Iterable[Any]) -> "Any":
 
 
 def weight_steps():
-    """A Keras callback that records all weights (flattened) before training and after every batch.
-
-    ``cb.updates[i]`` is the change made by step ``i``; with plain ``SGD(learning_rate=lr)``
-    that is ``-lr * gradient``, so two runs can be compared step by step.
-    """
+    """A Keras callback that records all weights (flattened) before training and after every batch: ``cb.updates[i]``
+    is the change made by step ``i`` (``-lr * gradient`` with plain SGD), so two runs compare step by step."""
     import keras  # here: helpers.exercises imports this module, and must start no framework
 
     class WeightSteps(keras.callbacks.Callback):
@@ -60,11 +55,9 @@ def weight_steps():
 
 
 def activation_bytes(model, batch: int) -> int:
-    """Bytes (float32) the outputs of every layer of ``model`` take for ``batch`` rows.
-
-    The backward pass keeps them until the gradients are computed: a lower bound of what one replica
-    needs for one step, on top of its weights, gradients and optimizer state.
-    """
+    """Bytes (float32) the outputs of every layer of ``model`` take for ``batch`` rows. The backward pass keeps them
+    until the gradients are computed: a lower bound of what one replica needs for one step, beyond its weights,
+    gradients and optimizer state."""
     positive_int("batch", batch)
     layers = getattr(model, "layers", None)
     if not layers:
@@ -86,17 +79,14 @@ def tagged_lines(log: str, worker: "int | None" = None) -> list[str]:
 
 
 def between(log: str, start: str, end: "str | None" = None) -> str:
-    """The lines of ``log`` after the first containing ``start`` and before the next containing ``end``.
-
-    A worker script prints a marker before each step, so this tells which step printed a C++ log line.
-    """
+    """The lines of ``log`` after the first containing ``start`` and before the next containing ``end``. A worker
+    script prints a marker before each step, so this tells which step printed a C++ log line."""
     if not start:
         raise ValueError("start must be a non-empty string")
     lines = log.splitlines()
-    try:
-        i = next(k for k, ln in enumerate(lines) if start in ln)
-    except StopIteration:
-        raise ValueError(f"no line contains {start!r}") from None
+    i = next((k for k, ln in enumerate(lines) if start in ln), None)
+    if i is None:
+        raise ValueError(f"no line contains {start!r}")
     j = next((k for k in range(i + 1, len(lines)) if end and end in lines[k]), len(lines))
     return "\n".join(lines[i + 1:j])
 

@@ -45,11 +45,9 @@ def kaggle_url(notebook_path: str) -> str:
 
 def badges_markdown(notebook_path: str) -> str:
     """The Colab + Kaggle + Binder badge line for a notebook."""
-    return (
-        f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(notebook_path)}) "
-        f"[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]({kaggle_url(notebook_path)}) "
-        f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder_url(notebook_path)})"
-    )
+    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(notebook_path)}) "
+            f"[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]({kaggle_url(notebook_path)}) "
+            f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder_url(notebook_path)})")
 
 
 #: The line every Kaggle learner needs once: two real GPUs are one setting away.

@@ -40,12 +40,9 @@ def format_error(exc: BaseException, max_lines: int = 6, max_chars: int = 600) -
 @contextmanager
 def expect_error(exc_type: Union[type, tuple], match: Optional[str] = None,
                  quiet: bool = False) -> Iterator[CaughtError]:
-    """Run a block that must raise ``exc_type`` (and match ``match``, a regex searched in the message).
-
-    The expected error is printed (unless ``quiet``), swallowed and put in the yielded :class:`CaughtError`.
-    ``AssertionError`` (the original error chained) when the block raises nothing, another type, or a
-    message that does not match.
-    """
+    """Run a block that must raise ``exc_type`` (and match ``match``, a regex searched in the message): the error is
+    printed (unless ``quiet``), swallowed and put in the yielded :class:`CaughtError`. ``AssertionError`` (the
+    original error chained) when the block raises nothing, another type, or a message that does not match."""
     types = exc_type if isinstance(exc_type, tuple) else (exc_type,)
     if not types or not all(isinstance(t, type) and issubclass(t, BaseException) for t in types):
         raise ValueError(f"exc_type must be an exception class or a tuple of them, got {exc_type!r}")

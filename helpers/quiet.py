@@ -71,11 +71,8 @@ _pump: "threading.Thread | None" = None
 
 
 def install_native_filter() -> bool:
-    """Filter file descriptor 2 for the rest of the process: TF logs from C++ at any time, not only at start-up.
-
-    Descriptor 2 goes through a pipe; a daemon thread forwards every complete line that is not
-    harmless to the original descriptor. False (and nothing done) when already installed.
-    """
+    """Filter file descriptor 2 for the rest of the process (TF logs from C++ at any time): a daemon thread forwards
+    each line that is not harmless from a pipe to the original descriptor. False when already installed."""
     global _pump
     if _pump is not None:
         return False
