@@ -1,8 +1,7 @@
 """Per-device memory figures of a compiled JAX step, and a step timer (lesson 10's plumbing).
 
 Why: "several GPUs solve out-of-memory problems" is a claim about bytes *per device*, which XLA states exactly
-(``jax.jit(f).lower(...).compile().memory_analysis()``, written in the lesson's cells); this module turns them
-into table rows.
+(``jax.jit(f).lower(...).compile().memory_analysis()``); this module turns them into table rows.
 """
 
 from __future__ import annotations
@@ -11,8 +10,6 @@ import time
 from typing import Any, Callable, Iterable, Sequence
 
 from .checks import positive_int
-
-MIB = 2 ** 20
 
 #: Fields of ``CompiledMemoryStats`` (JAX 0.7-0.10) this module reads, without the ``_size_in_bytes`` suffix.
 FIELDS = ("argument", "output", "alias", "temp", "generated_code")
@@ -31,10 +28,8 @@ def compiled_memory(compiled: Any) -> dict[str, int]:
 
 
 def bytes_on_device(arrays: Iterable[Any]) -> int:
-    """Bytes of ``arrays`` (or Keras variables) one device holds: each array's largest shard.
-
-    A replicated array counts in full, an array split N ways one N-th.
-    """
+    """Bytes of ``arrays`` (or Keras variables) one device holds: each array's largest shard (a replicated array
+    counts in full, an array split N ways one N-th)."""
     total = 0
     for a in arrays:
         a = getattr(a, "value", a)
@@ -47,7 +42,7 @@ def bytes_on_device(arrays: Iterable[Any]) -> int:
 
 def mib(n: float) -> float:
     """Bytes -> MiB, rounded to 3 decimals (for printing)."""
-    return round(n / MIB, 3)
+    return round(n / 2 ** 20, 3)
 
 
 def memory_row(label: str, compiled: Any, weights: Sequence[Any], slots: Sequence[Any],
@@ -57,15 +52,12 @@ def memory_row(label: str, compiled: Any, weights: Sequence[Any], slots: Sequenc
     ``gradients`` has the weights' bytes (they live inside ``temp``, with activations and scratch);
     ``argument + temp`` is what the step needs at once. The exact byte counts are kept under ``"bytes"``.
     """
-    mem = compiled_memory(compiled)
-    exact = {"weights": bytes_on_device(weights), "optimizer slots": bytes_on_device(slots),
-             "input batch": bytes_on_device(batch), "argument": mem["argument"], "temp": mem["temp"]}
-    exact["gradients"] = exact["weights"]
-    exact["argument + temp"] = mem["argument"] + mem["temp"]
-    row: dict[str, Any] = {"setup": label}
-    for key in ("weights", "gradients", "optimizer slots", "input batch", "temp", "argument + temp"):
-        row[key] = mib(exact[key])
-    row["bytes"] = exact
+    mem, weight_bytes = compiled_memory(compiled), bytes_on_device(weights)
+    exact = {"weights": weight_bytes, "gradients": weight_bytes, "optimizer slots": bytes_on_device(slots),
+             "input batch": bytes_on_device(batch), "temp": mem["temp"],
+             "argument + temp": mem["argument"] + mem["temp"]}
+    row: dict[str, Any] = {"setup": label, **{key: mib(n) for key, n in exact.items()}}
+    row["bytes"] = dict(exact, argument=mem["argument"])
     return row
 
 

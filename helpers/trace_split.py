@@ -57,16 +57,13 @@ def load_events(path: Union[str, Path]) -> list[Event]:
                for e in raw if e.get("ph") == "M" and e.get("name") == "thread_name"}
     processes = {e.get("pid"): e.get("args", {}).get("name", "")
                  for e in raw if e.get("ph") == "M" and e.get("name") == "process_name"}
-    out = []
-    for e in raw:
-        if e.get("ph") != "X":
-            continue
-        thread = threads.get((e.get("pid"), e.get("tid")), "")
-        process = processes.get(e.get("pid"), "")
-        if process.startswith("/device:"):  # a GPU/TPU: its streams are device threads
-            thread = f"{process} {thread}".strip()
-        out.append(Event(str(e.get("name", "")), thread, float(e.get("ts", 0)), float(e.get("dur", 0))))
-    return out
+
+    def thread(e: dict) -> str:  # a GPU's (TPU's) streams are device threads: "/device:GPU:0 stream 7"
+        process, name = processes.get(e.get("pid"), ""), threads.get((e.get("pid"), e.get("tid")), "")
+        return f"{process} {name}".strip() if process.startswith("/device:") else name
+
+    return [Event(str(e.get("name", "")), thread(e), float(e.get("ts", 0)), float(e.get("dur", 0)))
+            for e in raw if e.get("ph") == "X"]
 
 
 def classify(name: str, thread: str) -> Optional[str]:
@@ -88,17 +85,13 @@ def split(events: Iterable[Event], devices: int) -> dict[str, float]:
     (first to last counted event) and ``other`` (what the wall time leaves over; 0 when the parts overlap)."""
     positive_int("devices", devices)
     events = list(events)
-    totals = dict.fromkeys(CATEGORIES, 0.0)
-    for e in events:
-        kind = classify(e.name, e.thread)
-        if kind:
-            totals[kind] += e.dur_us / (1 if kind == "input" else devices)
     if not events:
         raise ValueError("the trace has no complete events")
-    loop = [e for e in events if classify(e.name, e.thread)]
-    wall = (max(e.start_us + e.dur_us for e in loop) - min(e.start_us for e in loop)) if loop else 0.0
-    out = {k: v / 1e6 for k, v in totals.items()}
-    out["wall"] = wall / 1e6
+    counted = [(kind, e) for e in events if (kind := classify(e.name, e.thread))]
+    out = {k: sum(e.dur_us for kind, e in counted if kind == k) / 1e6 / (1 if k == "input" else devices)
+           for k in CATEGORIES}
+    spans = [(e.start_us, e.start_us + e.dur_us) for _, e in counted] or [(0.0, 0.0)]
+    out["wall"] = (max(end for _, end in spans) - min(start for start, _ in spans)) / 1e6
     out["other"] = max(0.0, out["wall"] - sum(out[k] for k in CATEGORIES))
     return out
 
