@@ -14,7 +14,6 @@ from .gpus import resolve_visible
 if TYPE_CHECKING:  # annotations only: matplotlib is imported where a figure is drawn
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
-    from matplotlib.patches import FancyBboxPatch
 
 #: matplotlib's "tab10" colours, spelled out so that importing this module does not import matplotlib.
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -31,26 +30,23 @@ def _axes(size: tuple[float, float], ylim: tuple[float, float]) -> tuple[Figure,
     return fig, ax
 
 
-def _box(ax: Axes, x: float, y: float, w: float, h: float, text: str, color, **kw) -> FancyBboxPatch:
+def _box(ax: Axes, x: float, y: float, w: float, h: float, text: str, color, **kw) -> None:
     from matplotlib.patches import FancyBboxPatch
 
     pad = min(0.02, 0.08 * w, 0.08 * h)
-    patch = FancyBboxPatch((x + pad, y + pad), w - 2 * pad, h - 2 * pad, boxstyle=f"round,pad={pad}",
-                           facecolor=color, edgecolor="black", linewidth=1, **kw)
-    ax.add_patch(patch)
+    ax.add_patch(FancyBboxPatch((x + pad, y + pad), w - 2 * pad, h - 2 * pad, boxstyle=f"round,pad={pad}",
+                                facecolor=color, edgecolor="black", linewidth=1, **kw))
     ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=9, wrap=True)
-    return patch
 
 
-def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], text: str = "",
-           color: str = "black") -> None:
-    ax.annotate("", xy=end, xytext=start, arrowprops=dict(arrowstyle="->", color=color, lw=1.3))
+def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], text: str = "") -> None:
+    ax.annotate("", xy=end, xytext=start, arrowprops=dict(arrowstyle="->", color="black", lw=1.3))
     if text:
         mid_x, mid_y = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
         if abs(end[1] - start[1]) < 1e-9:  # horizontal: label above the arrow
-            ax.text(mid_x, mid_y + 0.04, text, fontsize=8, ha="center", va="bottom", color=color)
+            ax.text(mid_x, mid_y + 0.04, text, fontsize=8, ha="center", va="bottom")
         else:
-            ax.text(mid_x + 0.02, mid_y, text, fontsize=8, va="center", color=color)
+            ax.text(mid_x + 0.02, mid_y, text, fontsize=8, va="center")
 
 
 def draw_data_parallel(n_replicas: int = 2, global_batch: int = 8) -> Figure:
