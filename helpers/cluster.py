@@ -412,10 +412,10 @@ class LocalCluster:
 
 
 def run(command: Union[str, Sequence[str]], n_workers: int = 2, *, timeout: float = 300, grace: float = 5.0,
-        echo: bool = True, tail: int = 12, **kwargs) -> ClusterResult:
+        check: bool = True, echo: bool = True, tail: int = 12, **kwargs) -> ClusterResult:
     """Start a :class:`LocalCluster` (``kwargs``), wait for it, always clean up, print the logs (``echo``).
 
-    :class:`WorkerFailedError` if a worker failed.
+    ``check``: :class:`WorkerFailedError` if a worker failed.
     """
     with LocalCluster(command, n_workers, **kwargs) as cluster:
         result = cluster.wait(timeout=timeout, grace=grace)
@@ -423,4 +423,4 @@ def run(command: Union[str, Sequence[str]], n_workers: int = 2, *, timeout: floa
         print(f"{len(result.workers)} worker(s) on {', '.join(a for v in result.spec.values() for a in v)} "
               f"finished in {result.seconds:.1f} s")
         result.show_logs(tail=tail)
-    return result.raise_for_failure()
+    return result.raise_for_failure() if check else result
