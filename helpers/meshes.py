@@ -112,41 +112,32 @@ def tf_backend_report() -> dict:
         raise RuntimeError(f"need >= 2 devices, Keras lists {devices}; call helpers.devices.ensure_devices(2) first")
     x, y = np.zeros((16, 8), "float32"), np.zeros((16,), "int64")
 
-    def fit_small():
-        model = small_mlp(input_dim=8, num_classes=2, hidden=4)
-        model.compile("sgd", "sparse_categorical_crossentropy")
-        model.fit(x, y, batch_size=8, epochs=1, verbose=0)
-        return model.layers[0].kernel
-
     def actual(var):
         value = var.value
         parts = getattr(value, "values", None) or (value,)
         return {"variable_class": type(value).__name__, "variable_devices": [p.device for p in parts],
                 "per_device_shape": list(parts[0].shape)}
 
-    def data_parallel():
-        dp = kd.DataParallel(devices=devices)
-        kd.set_distribution(dp)
-        kernel = fit_small()
-        return {"distribution": type(kd.distribution()).__name__, "mesh_shape": list(dp.device_mesh.shape),
-                "keras_layout": list(dp.get_variable_layout(kernel).axes),
+    def model_parallel():
+        layout_map = kd.LayoutMap(kd.DeviceMesh((1, len(devices)), ("data", "model"), devices))
+        layout_map[".*kernel"] = (None, "model")   # every kernel of the tiny MLP (hidden=4, 2 classes: divisible)
+        return kd.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+
+    def fit_under(make_distribution):
+        dist = make_distribution()
+        kd.set_distribution(dist)
+        model = small_mlp(input_dim=8, num_classes=2, hidden=4)
+        model.compile("sgd", "sparse_categorical_crossentropy")
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+        kernel = model.layers[0].kernel
+        return {"distribution": type(kd.distribution()).__name__, "mesh_shape": list(dist.device_mesh.shape),
+                "keras_layout": list(dist.get_variable_layout(kernel).axes), "shape": list(kernel.shape),
                 "has_strategy": tf.distribute.has_strategy(), **actual(kernel)}
 
-    def model_parallel():
-        mesh = kd.DeviceMesh((1, len(devices)), ("data", "model"), devices)
-        layout_map = kd.LayoutMap(mesh)
-        layout_map[".*kernel"] = (None, "model")   # every kernel of the tiny MLP (hidden=4, 2 classes: divisible)
-        mp = kd.ModelParallel(layout_map=layout_map, batch_dim_name="data")
-        kd.set_distribution(mp)
-        kernel = fit_small()
-        return {"distribution": type(kd.distribution()).__name__,
-                "keras_layout": list(mp.get_variable_layout(kernel).axes), "shape": list(kernel.shape),
-                **actual(kernel)}
-
     report = {"keras_devices": list(devices)}
-    for name, build in (("data_parallel", data_parallel), ("model_parallel", model_parallel)):
+    for name, make in (("data_parallel", lambda: kd.DataParallel(devices=devices)), ("model_parallel", model_parallel)):
         try:
-            report[name] = build()
+            report[name] = fit_under(make)
         except (AttributeError, NotImplementedError) as exc:
             report[name] = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
