@@ -114,11 +114,8 @@ def _check_name(name: str) -> str:
 
 
 def find_capsule() -> Optional[Path]:
-    """The capsule's Python, or None where there is none.
-
-    ``$MULTIGPU_CAPSULE_PYTHON`` if set (a missing path means no capsule: tests force the transcript so),
-    else ``.capsule/bin/python`` next to ``helpers`` once ``make capsule`` finished (``.capsule/.installed``).
-    """
+    """The capsule's Python, or None: ``$MULTIGPU_CAPSULE_PYTHON`` if set (a missing path means no capsule: tests
+    force the transcript so), else ``.capsule/bin/python`` once ``make capsule`` finished (``.capsule/.installed``)."""
     override = os.environ.get(CAPSULE_ENV, "").strip()
     if override:
         path = Path(override).expanduser()

@@ -93,10 +93,8 @@ def load_cifar10() -> Dataset:
 
 
 def load_dataset(name: str = "auto", verbose: bool = True) -> Dataset:
-    """Load a data set by name and print which one was used.
-
-    ``"auto"``: digits in quick mode; CIFAR-10 in full mode, else digits (with a message), e.g. offline.
-    """
+    """Load a data set by name and print which one was used. ``"auto"``: digits in quick mode; CIFAR-10 in full
+    mode, else digits (with a message), e.g. offline."""
     if name not in NAMES:
         raise ValueError(f"unknown data set {name!r}; choose one of {', '.join(NAMES)}")
     if name == "digits" or (name == "auto" and config.is_quick()):

@@ -18,10 +18,8 @@ def _cell(value: object) -> str:
 
 
 def format_table(rows: Iterable[Mapping[str, object]], columns: Optional[Sequence[str]] = None) -> str:
-    """Dict rows as an aligned text table: numbers right-aligned, None and missing keys as '-'.
-
-    ``columns``: the column order (default: the rows' keys in first-seen order).
-    """
+    """Dict rows as an aligned text table: numbers right-aligned, None and missing keys as '-'; ``columns``: the
+    column order (default: the rows' keys in first-seen order)."""
     rows = list(rows)
     if not all(isinstance(r, Mapping) for r in rows):
         raise ValueError(f"each row must be a dict, got {[type(r).__name__ for r in rows]}")
