@@ -14,7 +14,6 @@ import socket
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 from unittest import mock
@@ -47,9 +46,9 @@ class PortBusyError(OSError):
 
 
 class WorkerFailedError(RuntimeError):
-    """A worker exited with a non-zero code; ``result`` is the :class:`ClusterResult`, ``errors`` its errors."""
+    """A worker exited with a non-zero code; ``result`` is the :class:`LocalCluster`, ``errors`` its errors."""
 
-    def __init__(self, message: str, result: "ClusterResult"):
+    def __init__(self, message: str, result: "LocalCluster"):
         super().__init__(message)
         self.result = result
 
@@ -80,10 +79,8 @@ def _parse_address(addr: object, where: str) -> tuple[str, int]:
 
 
 def validate_cluster_spec(spec: object) -> dict[str, list[str]]:
-    """A checked copy (job -> list of addresses) of a spec like ``{"worker": ["127.0.0.1:12345", ...]}``.
-
-    :class:`ClusterSpecError` names the bad entry and why (so a typo fails here, not in a hung worker).
-    """
+    """A checked copy (job -> list of addresses) of a spec like ``{"worker": ["127.0.0.1:12345", ...]}``;
+    :class:`ClusterSpecError` names the bad entry and why (so a typo fails here, not in a hung worker)."""
     if not isinstance(spec, Mapping) or not spec:
         raise ClusterSpecError(
             f"cluster spec must be a non-empty dict like {{'worker': ['host:port', ...]}}, got {spec!r}")
@@ -222,50 +219,6 @@ def read_results(out_dir: Union[str, Path]) -> dict[str, dict]:
     return {p.stem[len("result-"):]: json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("result-*.json"))}
 
 
-@dataclass
-class ClusterResult:
-    """What a multi-worker run left behind: every worker process (its exit code and log)."""
-
-    workers: list[Child]
-    seconds: float
-    spec: dict
-
-    @property
-    def ok(self) -> bool:
-        return all(w.returncode == 0 for w in self.workers)
-
-    @property
-    def returncodes(self) -> list[Optional[int]]:
-        return [w.returncode for w in self.workers]
-
-    @property
-    def errors(self) -> dict[str, str]:
-        """``{"worker 0": "ValueError: ...", ...}``: the final exception in every worker's log, in full."""
-        return {w.name: err for w in self.workers if (err := final_exception(w.log))}
-
-    def failure_message(self) -> str:
-        """One line per worker that did not exit 0: how it ended and the error in its log."""
-        return "; ".join(w.describe() for w in self.workers if w.returncode != 0)
-
-    def raise_for_failure(self) -> "ClusterResult":
-        """Raise :class:`WorkerFailedError` (quoting every worker's error) unless all exited 0."""
-        if not self.ok:
-            raise WorkerFailedError(f"{len([w for w in self.workers if w.returncode])} of "
-                                    f"{len(self.workers)} worker(s) failed: {self.failure_message()}", self)
-        return self
-
-    def show_logs(self, tail: int = 12) -> None:
-        """Print each worker's exit status and the last ``tail`` lines of its log, TF noise hidden."""
-        for w in self.workers:
-            lines = [ln for ln in strip_noise(w.log).splitlines() if ln.strip()]
-            cut = max(0, len(lines) - tail)
-            print(f"----- {w.describe()}  (log: {w.log_path})")
-            if cut:
-                print(f"  ... {cut} earlier line(s)")
-            for ln in lines[cut:]:
-                print(f"  {ln}")
-
-
 # --------------------------------------------------------------------------- processes
 
 def usable_cores() -> int:
@@ -276,10 +229,7 @@ def usable_cores() -> int:
 
 
 def gpu_assignment(n_tasks: int, gpus_per_worker: int, gpu_ids: Sequence[str]) -> list[str]:
-    """``CUDA_VISIBLE_DEVICES`` per task: ``-1`` (CPU only) or disjoint GPU groups.
-
-    Two MultiWorkerMirroredStrategy processes must not share a GPU (NCCL refuses duplicate devices).
-    """
+    """``CUDA_VISIBLE_DEVICES`` per task: ``-1`` (CPU only) or disjoint GPU groups (NCCL refuses shared GPUs)."""
     if nonneg_int("gpus_per_worker", gpus_per_worker) == 0:
         return ["-1"] * n_tasks
     need = n_tasks * gpus_per_worker
@@ -294,6 +244,7 @@ class LocalCluster:
 
     Each worker is a :class:`helpers.subproc.Child` logging to ``log_dir/worker-<index>.log``; they share the CPU
     cores (TensorFlow's thread pools). Leaving the ``with`` block, even by an exception, kills what still runs.
+    Once it ran, it is also the run's result: every worker's exit code and log, and ``seconds`` it took.
     """
 
     def __init__(self, command: Union[str, Sequence[str]], n_workers: int = 2, *,
@@ -306,18 +257,18 @@ class LocalCluster:
         self.extra_env = {str(k): str(v) for k, v in (env or {}).items()}
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="cluster-logs-"))
         self.cpu_threads = max(1, usable_cores() // n_workers)
-        self.children: list[Child] = []
-        self._t0 = 0.0
+        self.workers: list[Child] = []
+        self._t0 = self.seconds = 0.0
 
     def start(self) -> "LocalCluster":
-        if self.children:
+        if self.workers:
             raise RuntimeError("this cluster was already started; create a new LocalCluster to run again")
         check_ports_free(self.spec)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._t0 = time.time()
         try:
             for i in range(self.n_workers):
-                self.children.append(Child([sys.executable, *self.command], self.log_dir / f"worker-{i}.log",
+                self.workers.append(Child([sys.executable, *self.command], self.log_dir / f"worker-{i}.log",
                                            self.worker_env(i), name=f"worker {i}"))
         except BaseException:
             self.stop()
@@ -344,21 +295,56 @@ class LocalCluster:
 
     @property
     def pids(self) -> list[int]:
-        return [c.pid for c in self.children]
+        return [c.pid for c in self.workers]
+
+    @property
+    def ok(self) -> bool:
+        return all(w.returncode == 0 for w in self.workers)
+
+    @property
+    def returncodes(self) -> list[Optional[int]]:
+        return [w.returncode for w in self.workers]
+
+    @property
+    def errors(self) -> dict[str, str]:
+        """``{"worker 0": "ValueError: ...", ...}``: the final exception in every worker's log, in full."""
+        return {w.name: err for w in self.workers if (err := final_exception(w.log))}
+
+    def failure_message(self) -> str:
+        """One line per worker that did not exit 0: how it ended and the error in its log."""
+        return "; ".join(w.describe() for w in self.workers if w.returncode != 0)
+
+    def raise_for_failure(self) -> "LocalCluster":
+        """Raise :class:`WorkerFailedError` (quoting every worker's error) unless all exited 0."""
+        if not self.ok:
+            raise WorkerFailedError(f"{len([w for w in self.workers if w.returncode])} of "
+                                    f"{len(self.workers)} worker(s) failed: {self.failure_message()}", self)
+        return self
+
+    def show_logs(self, tail: int = 12) -> None:
+        """Print each worker's exit status and the last ``tail`` lines of its log, TF noise hidden."""
+        for w in self.workers:
+            lines = [ln for ln in strip_noise(w.log).splitlines() if ln.strip()]
+            cut = max(0, len(lines) - tail)
+            print(f"----- {w.describe()}  (log: {w.log_path})")
+            if cut:
+                print(f"  ... {cut} earlier line(s)")
+            for ln in lines[cut:]:
+                print(f"  {ln}")
 
     def _started(self, worker: int = 0) -> Child:
-        if not self.children:
+        if not self.workers:
             raise RuntimeError("start the cluster first")
-        return self.children[int_between("worker", worker, 0, self.n_workers - 1, what="a worker index")]
+        return self.workers[int_between("worker", worker, 0, self.n_workers - 1, what="a worker index")]
 
     def kill(self, worker: Optional[int] = None) -> list[int]:
         """``SIGKILL`` (no cleanup, like a lost machine) worker ``worker`` (None: all); the pids signalled."""
-        chosen = self.children if worker is None else [self._started(worker)]
+        chosen = self.workers if worker is None else [self._started(worker)]
         return [c.pid for c in chosen if c.kill()]
 
     def stop(self) -> None:
         """Kill everything still running (whole process groups) and reap it. Idempotent."""
-        for c in self.children:
+        for c in self.workers:
             c.stop()
 
     def wait_for(self, pattern: str, timeout: float = 120, worker: int = 0) -> str:
@@ -375,17 +361,15 @@ class LocalCluster:
                 if rx.search(line):
                     return line
             if exited:
-                result = self.result()
-                raise WorkerFailedError(
-                    f"{result.workers[worker].describe()} before printing a line matching {pattern!r}", result)
+                raise WorkerFailedError(f"{child.describe()} before printing a line matching {pattern!r}", self)
             if time.time() > deadline:
                 self.stop()
                 raise ClusterTimeoutError(f"no line matching {pattern!r} from worker {worker} within {timeout} s; "
                                           "all workers killed")
             time.sleep(0.05)
 
-    def wait(self, timeout: float = 300, grace: float = 5.0) -> ClusterResult:
-        """Wait for every process to exit; return a :class:`ClusterResult` (never raises on failure).
+    def wait(self, timeout: float = 300, grace: float = 5.0) -> "LocalCluster":
+        """Wait for every process to exit; return this cluster, stopped (never raises on failure).
 
         Fail fast: once one failed, the others (a dead worker's peers hang in their next collective) get ``grace``
         s, then are killed. After ``timeout`` s all are killed and :class:`ClusterTimeoutError` raised.
@@ -393,7 +377,7 @@ class LocalCluster:
         self._started()
         deadline = time.time() + positive_number("timeout", timeout, unit="seconds")
         grace, failed_at = nonneg_number("grace", grace, unit="seconds"), None
-        while None in (codes := [c.returncode for c in self.children]):
+        while None in (codes := [c.returncode for c in self.workers]):
             if failed_at is None and any(codes):  # a code other than None and 0
                 failed_at = time.time()
             if failed_at is not None and time.time() - failed_at > grace:
@@ -402,25 +386,20 @@ class LocalCluster:
                 self.stop()
                 raise ClusterTimeoutError(
                     f"workers still running after {timeout} s; all killed. Logs: {self.log_dir}\n"
-                    + self.result().failure_message())
+                    + self.failure_message())
             time.sleep(0.05)
         self.stop()
-        return self.result()
-
-    def result(self) -> ClusterResult:
-        return ClusterResult(list(self.children), time.time() - self._t0, self.spec)
+        self.seconds = time.time() - self._t0
+        return self
 
 
 def run(command: Union[str, Sequence[str]], n_workers: int = 2, *, timeout: float = 300, grace: float = 5.0,
-        check: bool = True, echo: bool = True, tail: int = 12, **kwargs) -> ClusterResult:
-    """Start a :class:`LocalCluster` (``kwargs``), wait for it, always clean up, print the logs (``echo``).
-
-    ``check``: :class:`WorkerFailedError` if a worker failed.
-    """
+        check: bool = True, echo: bool = True, tail: int = 12, **kwargs) -> LocalCluster:
+    """Start a :class:`LocalCluster` (``kwargs``), wait for it, always clean up, print the logs (``echo``);
+    with ``check``, :class:`WorkerFailedError` if a worker failed."""
     with LocalCluster(command, n_workers, **kwargs) as cluster:
-        result = cluster.wait(timeout=timeout, grace=grace)
+        cluster.wait(timeout=timeout, grace=grace)
     if echo:
-        print(f"{len(result.workers)} worker(s) on {', '.join(a for v in result.spec.values() for a in v)} "
-              f"finished in {result.seconds:.1f} s")
-        result.show_logs(tail=tail)
-    return result.raise_for_failure() if check else result
+        print(f"{n_workers} worker(s) on {', '.join(cluster.spec['worker'])} finished in {cluster.seconds:.1f} s")
+        cluster.show_logs(tail=tail)
+    return cluster.raise_for_failure() if check else cluster

@@ -20,10 +20,6 @@ import numpy as np
 from .checks import positive_int, positive_number
 from .subproc import Child, check_command, child_env, error_summary, strip_noise
 
-EPOCH_LOG = "epochs.jsonl"
-RESULT = "result.json"
-WEIGHTS = "final.weights.npz"
-
 
 class TrainingFailedError(RuntimeError):
     """The training process exited with an error (or before the awaited epoch)."""
@@ -35,21 +31,19 @@ class TrainingTimeoutError(TimeoutError):
 
 def read_epochs(out_dir: Union[str, Path]) -> list[dict]:
     """Every epoch line all runs in ``out_dir`` appended, in order: ``{"epoch", "loss", "pid"}``."""
-    path = Path(out_dir) / EPOCH_LOG
-    if not path.exists():
-        return []
-    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    path = Path(out_dir) / "epochs.jsonl"
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.exists() else []
 
 
 def read_result(out_dir: Union[str, Path]) -> Optional[dict]:
     """The ``result.json`` of the run that finished in ``out_dir``, or None if none finished."""
-    path = Path(out_dir) / RESULT
+    path = Path(out_dir) / "result.json"
     return json.loads(path.read_text()) if path.exists() else None
 
 
 def read_weights(out_dir: Union[str, Path]) -> list:
     """The final weights (numpy arrays) a finished run saved; ``FileNotFoundError`` if none finished."""
-    with np.load(Path(out_dir) / WEIGHTS) as z:
+    with np.load(Path(out_dir) / "final.weights.npz") as z:
         return [z[f"arr_{i}"] for i in range(len(z.files))]
 
 
@@ -57,8 +51,7 @@ class TrainingRun:
     """One training process, ``python <command>`` (a :class:`helpers.subproc.Child`) writing to ``out_dir``; a
     context manager that kills it on leaving the block. Its output goes to ``out_dir/run-<n>.log`` (a new ``n``)."""
 
-    def __init__(self, command: Union[str, Sequence[str]], out_dir: Union[str, Path], *,
-                 env: Optional[dict] = None):
+    def __init__(self, command: Union[str, Sequence[str]], out_dir: Union[str, Path], *, env: Optional[dict] = None):
         self.argv = check_command(command)
         if not str(out_dir):
             raise ValueError("out_dir must be a folder path")
@@ -150,10 +143,8 @@ class TrainingRun:
 
 def run(command: Union[str, Sequence[str]], out_dir: Union[str, Path], *, timeout: float = 300,
         echo: bool = True, env: Optional[dict] = None) -> dict:
-    """Run the training to the end (always cleaned up); print its output; return its ``result.json``.
-
-    Raises :class:`TrainingFailedError` if it fails, :class:`TrainingTimeoutError` if it hangs.
-    """
+    """Run the training to the end (always cleaned up), print its output, return its ``result.json``;
+    :class:`TrainingFailedError` if it fails, :class:`TrainingTimeoutError` if it hangs."""
     with TrainingRun(command, out_dir, env=env) as job:
         code = job.wait(timeout=timeout)
         if echo:

@@ -132,10 +132,8 @@ class Child:
         return self.proc.poll() is None and _signal_group(self.proc, signal.SIGKILL)
 
     def stop(self, timeout: float = 10) -> Optional[int]:
-        """``SIGKILL`` its process group, reap it, return its exit code (None: not reaped in time). Idempotent.
-
-        The group is killed even after the child exited: what it started may still run there.
-        """
+        """``SIGKILL`` its process group (even after it exited: what it started may run on), reap it, return its
+        exit code (None: not reaped in time). Idempotent."""
         self.stopped |= self.proc.poll() is None
         _signal_group(self.proc, signal.SIGKILL)
         _LIVE.discard(self)

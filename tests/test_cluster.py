@@ -132,7 +132,7 @@ def test_busy_port_is_reported_before_anything_starts(tmp_path):
         c = LocalCluster(_script(tmp_path, "w.py", SLEEPER), ports=[cluster.free_ports(1)[0], port])
         with pytest.raises(PortBusyError, match="free_ports"):
             c.start()
-        assert c.children == []
+        assert c.workers == []
 
 
 def test_cluster_refuses_bad_commands(tmp_path):
@@ -338,7 +338,7 @@ def test_wait_for_reports_a_worker_that_exits_first(tmp_path):
     with LocalCluster(_script(tmp_path, "s.py", SLEEPER), 1) as c:
         with pytest.raises(ClusterTimeoutError, match="within 0.5 s"):
             c.wait_for("never", timeout=0.5)
-        assert c.children[0].returncode == -signal.SIGKILL
+        assert c.workers[0].returncode == -signal.SIGKILL
 
 
 def test_cluster_runs_once_and_needs_start(tmp_path):
