@@ -12,10 +12,10 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .checks import nonneg_int, positive_int
+from .checks import positive_int
 
 #: The tag every line of the clinic's worker script starts with: ``[worker 0] ...``.
-TAG_RE = re.compile(r"^\[worker (\d+)\] ")
+TAG_RE = re.compile(r"^\[worker \d+\] ")
 
 
 def flat(values: Iterable[Any]) -> "Any":
@@ -71,11 +71,9 @@ def activation_bytes(model, batch: int) -> int:
     return per_row * batch * 4
 
 
-def tagged_lines(log: str, worker: "int | None" = None) -> list[str]:
-    """The ``[worker N] ...`` lines of a log (all workers, or only ``worker``), TensorFlow's noise left out."""
-    if worker is not None:
-        nonneg_int("worker", worker, why="or None: every worker")
-    return [ln for ln in log.splitlines() if (m := TAG_RE.match(ln)) and worker in (None, int(m.group(1)))]
+def tagged_lines(log: str) -> list[str]:
+    """The ``[worker N] ...`` lines of a log, TensorFlow's noise left out."""
+    return [ln for ln in log.splitlines() if TAG_RE.match(ln)]
 
 
 def between(log: str, start: str, end: "str | None" = None) -> str:

@@ -92,7 +92,7 @@ def load_cifar10() -> Dataset:
                    (x_test / 255.0).astype("float32"), y_test.reshape(-1).astype("int64"), 10)
 
 
-def load_dataset(name: str = "auto", verbose: bool = True) -> Dataset:
+def load_dataset(name: str = "auto") -> Dataset:
     """Load a data set by name and print which one was used. ``"auto"``: digits in quick mode; CIFAR-10 in full
     mode, else digits (with a message), e.g. offline."""
     if name not in NAMES:
@@ -105,10 +105,7 @@ def load_dataset(name: str = "auto", verbose: bool = True) -> Dataset:
         try:
             data = load_cifar10()
         except Exception as exc:  # offline, blocked, corrupted cache...
-            if verbose:
-                print(f"CIFAR-10 unavailable ({type(exc).__name__}: {str(exc)[:120]}); "
-                      "using the offline digits instead.")
+            print(f"CIFAR-10 unavailable ({type(exc).__name__}: {str(exc)[:120]}); using the offline digits instead.")
             data = load_digits()
-    if verbose:
-        print("data set:", data.summary())
+    print("data set:", data.summary())
     return data

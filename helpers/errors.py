@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Union
 
-from .checks import positive_int
+MAX_LINES, MAX_CHARS = 6, 600   # what format_error keeps of a message
 
 
 @dataclass
@@ -26,15 +26,13 @@ class CaughtError:
     lines: list = field(default_factory=list)
 
 
-def format_error(exc: BaseException, max_lines: int = 6, max_chars: int = 600) -> str:
-    """``ExcType: message``, trimmed to ``max_lines`` lines and ``max_chars`` characters for reading."""
-    positive_int("max_lines", max_lines)
-    positive_int("max_chars", max_chars, minimum=20)
+def format_error(exc: BaseException) -> str:
+    """``ExcType: message``, trimmed to :data:`MAX_LINES` lines and :data:`MAX_CHARS` characters for reading."""
     lines = [ln.rstrip() for ln in str(exc).strip().splitlines() if ln.strip()] or [""]
-    out = f"{type(exc).__name__}: " + "\n    ".join(lines[:max_lines])
-    if len(out) > max_chars:
-        return out[: max_chars - 3].rstrip() + "..."
-    return out + (f"\n    ... ({len(lines) - max_lines} more lines)" if len(lines) > max_lines else "")
+    out = f"{type(exc).__name__}: " + "\n    ".join(lines[:MAX_LINES])
+    if len(out) > MAX_CHARS:
+        return out[: MAX_CHARS - 3].rstrip() + "..."
+    return out + (f"\n    ... ({len(lines) - MAX_LINES} more lines)" if len(lines) > MAX_LINES else "")
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
 from . import subproc
-from .checks import nonneg_int, positive_number
+from .checks import nonneg_int
 
 #: The query lesson 02 uses (``nvidia-smi`` + these arguments).
 NVIDIA_SMI_QUERY = ["--query-gpu=index,uuid,pci.bus_id,name,memory.used,memory.total", "--format=csv"]
@@ -116,16 +116,15 @@ def parse_nvidia_smi_csv(text: str) -> list[GpuInfo]:
     return rows
 
 
-def read_nvidia_smi(timeout: float = 20.0) -> tuple[Optional[str], str]:
+def read_nvidia_smi() -> tuple[Optional[str], str]:
     """Run ``nvidia-smi`` with :data:`NVIDIA_SMI_QUERY`; return ``(csv_text or None, explanation)``.
     Never raises for a missing or failing ``nvidia-smi``: the explanation says why there is no text."""
-    positive_number("timeout", timeout, unit="seconds")
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None, "nvidia-smi is not installed on this machine (no NVIDIA driver): no GPU to list"
     try:
         proc = subprocess.run([exe, *NVIDIA_SMI_QUERY], capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+                              timeout=20, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"nvidia-smi could not run: {type(exc).__name__}: {exc}"
     if proc.returncode != 0:

@@ -77,7 +77,7 @@ def test_full_auto_uses_download_when_online(tmp_path, monkeypatch):
     fake = ((rng.integers(0, 256, (4, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, (4, 1))),
             (rng.integers(0, 256, (2, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, (2, 1))))
     monkeypatch.setattr(keras.datasets.cifar10, "load_data", lambda: fake)
-    d = data.load_dataset("auto", verbose=False)
+    d = data.load_dataset("auto")
     assert d.name == "cifar10" and d.source == "keras.datasets download"
     assert d.x_train.shape == (4, 32, 32, 3) and d.y_train.shape == (4,)
 

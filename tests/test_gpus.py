@@ -68,8 +68,6 @@ def test_read_nvidia_smi_reports_why(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     text, why = gpus.read_nvidia_smi()
     assert text is None and "not installed" in why
-    with pytest.raises(ValueError):
-        gpus.read_nvidia_smi(timeout=0)
 
 
 def test_read_nvidia_smi_real_or_missing():
