@@ -287,12 +287,11 @@ class BenchReport:
         parts += [explain_hardware(w.replica_kind, n) for n, w in widest.items() if n > 1]
         return "\n".join(parts)
 
-    def plot(self, axes=None):
+    def plot(self):
         """Samples/s and speed-up against replicas, one line per way, with the ideal lines; returns the Figure."""
         import matplotlib.pyplot as plt
 
-        if axes is None:
-            _, axes = plt.subplots(1, 2, figsize=(11, 4))
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         rows = [r for r in self.rows() if math.isfinite(r["samples_per_s"])]
         reps = sorted(self.config.replicas)
         for way in WAYS:
@@ -313,7 +312,6 @@ class BenchReport:
             ax.set_xticks(reps, [str(n) for n in reps])
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-        fig = axes[0].figure
         fig.suptitle(f"Does it get faster? Measured on {self.hardware_title()}", fontsize=9)
         fig.tight_layout()
         return fig
