@@ -73,11 +73,7 @@ def classify(name: str, thread: str) -> Optional[str]:
         return "input"
     if "XLA" not in thread and not thread.startswith("/device:"):
         return None  # host threads: Python, dispatch
-    if COLLECTIVE.match(name):
-        return "communication"
-    if HLO_OP.match(name):
-        return "compute"
-    return None
+    return "communication" if COLLECTIVE.match(name) else "compute" if HLO_OP.match(name) else None
 
 
 def split(events: Iterable[Event], devices: int) -> dict[str, float]:
@@ -107,7 +103,5 @@ def shares(parts: dict[str, float]) -> dict[str, float]:
 def split_row(label: str, parts: dict[str, float]) -> dict[str, object]:
     """A table row: the wall time, and milliseconds and share of input, compute and communication."""
     share = shares(parts)
-    row: dict[str, object] = {"run": label, "wall ms": round(parts["wall"] * 1e3, 1)}
-    for k in CATEGORIES:
-        row[k] = f"{parts.get(k, 0.0) * 1e3:7.1f} ms {share[k]:4.0%}"
-    return row
+    cells = {k: f"{parts.get(k, 0.0) * 1e3:7.1f} ms {share[k]:4.0%}" for k in CATEGORIES}
+    return {"run": label, "wall ms": round(parts["wall"] * 1e3, 1), **cells}
