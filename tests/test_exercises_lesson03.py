@@ -71,8 +71,8 @@ def test_03_2_wrong_answers(answer, words):
 
 
 def test_03_3_broken_snippet_and_half_fix(replicas):
-    _not_yet("03.3", _snippet("03.3")["train_on_replicas"], "it still fails",
-             "created outside the scope")
+    _not_yet("03.3", _snippet("03.3")["train_on_replicas"], "train_on_replicas(strategy, x, y) raised ValueError",
+             "build and compile the model inside the strategy's scope")
 
     def half(strategy, x, y):
         with strategy.scope():
@@ -81,4 +81,4 @@ def test_03_3_broken_snippet_and_half_fix(replicas):
         model.fit(x, y, batch_size=16, epochs=1, verbose=0)
         return model
 
-    _not_yet("03.3", half, "batch_size=16 is the global batch", "not the 16 the comment promises")
+    _not_yet("03.3", half, "batch_size=16 is the global batch", "got 8 rows per step, not 16")

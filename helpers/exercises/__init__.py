@@ -62,26 +62,16 @@ KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "dict": ("a dict", lambda v: isinstance(v, dict)),
     "str": ("a string", lambda v: isinstance(v, str)),
     "int": ("a whole number", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)),
-    "number": ("a number", is_number),
     "list": ("a list", lambda v: isinstance(v, (list, tuple))),
     "class": ("a class", inspect.isclass),
 }
 
 
-def _check_kind_name(kind: str) -> None:
-    if kind not in KINDS and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", kind):
-        raise ValueError(f"unknown answer kind {kind!r}; use one of {sorted(KINDS)} or a dotted class "
-                         "name such as 'keras.Model'")
-
-
-def _kind_words(kind: str) -> str:
-    return KINDS[kind][0] if kind in KINDS else f"a {kind}"
-
-
-def _matches(kind: str, value: Any) -> bool:
+def _kind(kind: str) -> "tuple[str, Callable[[Any], bool]]":
+    """(words for the learner, test) of an answer kind: a name in :data:`KINDS` or a dotted class name."""
     if kind in KINDS:
-        return KINDS[kind][1](value)
-    return isinstance(value, framework_class(kind))
+        return KINDS[kind]
+    return f"a {kind}", lambda value: isinstance(value, framework_class(kind))
 
 
 def describe(value: Any) -> str:
@@ -164,8 +154,8 @@ class Exercise:
 
     def shape_problem(self, answer: Any) -> Union[str, None]:
         """A sentence if ``answer`` is the wrong kind of thing for this exercise, else None."""
-        wants = self.wants or " or ".join(_kind_words(k) for k in self.expects)
-        if self.expects and not any(_matches(k, answer) for k in self.expects):
+        wants = self.wants or " or ".join(_kind(k)[0] for k in self.expects)
+        if self.expects and not any(_kind(k)[1](answer) for k in self.expects):
             given = describe(answer)
             if answer is None:
                 return (f"you passed None; this exercise wants {wants}. (A function without `return` "
@@ -213,17 +203,14 @@ def register(key: str, *, title: str, checker: Checker, solution: Callable[[], A
         raise ValueError("checker and solution must be callables")
     kinds = (expects,) if isinstance(expects, str) else tuple(expects)
     for kind in kinds:
-        _check_kind_name(kind)
+        if kind not in KINDS and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", kind):
+            raise ValueError(f"unknown answer kind {kind!r}; use one of {sorted(KINDS)} or a dotted class "
+                             "name such as 'keras.Model'")
     if takes is not None and (not is_int(takes) or takes < 0 or "function" not in kinds):
         raise ValueError(f"takes must be a whole number >= 0 and needs expects='function', got {takes!r}")
     ex = Exercise(key, title, checker, solution, hint, kinds, wants, takes)
     REGISTRY[key] = ex
     return ex
-
-
-def _load_all() -> None:
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
 
 
 def get(key: str) -> Exercise:
@@ -234,16 +221,15 @@ def get(key: str) -> Exercise:
     lesson = f"{__name__}.lesson{str(key)[:2]}"
     if key not in REGISTRY and re.fullmatch(r"\d\d\.\d+", str(key)) and importlib.util.find_spec(lesson):
         importlib.import_module(lesson)
-    if key not in REGISTRY:
-        _load_all()      # 05.3, the capstone, has a module of its own
-    if key not in REGISTRY:
+    if key not in REGISTRY and key not in all_keys():  # all_keys() loads every module: the capstone has its own
         raise ValueError(f"no exercise {key!r}; known: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[key]
 
 
 def all_keys() -> list[str]:
-    """Every registered exercise key, sorted."""
-    _load_all()
+    """Every registered exercise key, sorted (every lesson's module imported first)."""
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
     return sorted(REGISTRY)
 
 

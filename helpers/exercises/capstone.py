@@ -33,17 +33,13 @@ EPOCHS, KILL_AFTER = 3, 1                      # the checker's runs: --epochs 3,
 TRAIN_ROWS = 1437                              # load_digits' 1797 rows, validation_split=0.2 keeps 80 %
 RUN_TIMEOUT = 240.0                            # seconds per run, TensorFlow's start included
 
-def starter(folder, script: Path = GIVEN) -> Path:
+
+def starter(folder: str | Path, script: Path = GIVEN) -> Path:
     """Copy ``script`` (default: the given single-GPU one) and the module it imports into ``folder``; its path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(SHARED, folder / SHARED.name)
     return Path(shutil.copyfile(script, folder / script.name))
-
-
-def _unattempted(source: str) -> bool:
-    """Only comments and blank lines so far (the stub): nothing to run."""
-    return not ast.parse(source).body
 
 
 def _lines(log: str, tag: str) -> list[dict]:
@@ -137,7 +133,7 @@ def _check(answer):
         return False, f"there is no file {script}: run the %%writefile cell first"
     source = script.read_text()
     try:
-        if _unattempted(source):
+        if not ast.parse(source).body:               # only comments so far (the stub): nothing to run
             return False, ("not attempted yet: the file holds only comments. Paste the given script into "
                            "the %%writefile cell and port it; nothing was run")
     except SyntaxError as err:

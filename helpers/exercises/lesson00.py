@@ -37,10 +37,13 @@ register("00.1", title="count the replicas", checker=_check_replicas, solution=_
 # ---- 00.2: make this model train on 2 replicas ----------------------------------------------------------
 
 ROWS_00_2 = 256
-PER_REPLICA_00_2 = 32
 
 
-def _check_train(answer):
+def _check_train(answer, per_replica=32, call="train"):
+    """Train with ``answer`` on two replicas; right if each step gave every replica ``per_replica`` rows.
+
+    Lesson 03's find-and-fix (03.3) is judged the same way, with its own batch and function name.
+    """
     strategy = practice_strategy()
     replicas = strategy.num_replicas_in_sync
     rng = np.random.default_rng(0)
@@ -53,28 +56,27 @@ def _check_train(answer):
         if "Mixing different tf.distribute.Strategy objects" in str(exc):
             return False, ("compile ran outside the scope the model was built in (TensorFlow: 'Mixing different "
                            "tf.distribute.Strategy objects'): compile inside the same `with strategy.scope():`")
-        return False, (f"train(strategy, x, y) raised {error_line(exc, 160)}. Did you build and compile the model "
-                       "inside the strategy's scope, and pass fit the x and y it was given?")
-    problem = model_problem(model, strategy, "train")
+        return False, (f"{call}(strategy, x, y) raised {error_line(exc, 160)}. Did you build and compile the "
+                       "model inside the strategy's scope, and pass fit the x and y it was given?")
+    problem = model_problem(model, strategy, call)
     if problem is not None:
         bound = getattr(model, "_distribute_strategy", None)
         other = bound is not None and bound is not strategy and bound.num_replicas_in_sync > 1
-        return False, problem + (". Use the strategy train receives, not a new one" if other else "")
+        return False, problem + (f". Use the strategy {call} receives, not a new one" if other else "")
     steps = int(model.optimizer.iterations.numpy())
     epochs = len(getattr(getattr(model, "history", None), "epoch", []) or []) or 1
     if steps == 0:
         return False, "the model was never trained: the optimizer made 0 steps. Call fit after building it"
     per_step = ROWS_00_2 * epochs / steps
-    if per_step == PER_REPLICA_00_2:
-        return False, (f"{steps} steps for {epochs} epoch(s) of {ROWS_00_2} rows: batch_size={PER_REPLICA_00_2} "
+    if per_step == per_replica:
+        return False, (f"{steps} steps for {epochs} epoch(s) of {ROWS_00_2} rows: batch_size={per_replica} "
                        f"is the global batch, split over the {replicas} replicas, so each replica got "
-                       f"{PER_REPLICA_00_2 // replicas} rows per step, not {PER_REPLICA_00_2}")
-    if per_step != PER_REPLICA_00_2 * replicas:
+                       f"{per_replica // replicas} rows per step, not {per_replica}")
+    if per_step != per_replica * replicas:
         return False, (f"{steps} steps for {epochs} epoch(s) of {ROWS_00_2} rows, {per_step:g} rows per step; "
-                       f"{PER_REPLICA_00_2} rows on each of {replicas} replicas is "
-                       f"{PER_REPLICA_00_2 * replicas} rows per step")
+                       f"{per_replica} rows on each of {replicas} replicas is {per_replica * replicas} rows per step")
     return True, (f"the model's variables and optimizer are mirrored on the {replicas} replicas, and each step "
-                  f"took {PER_REPLICA_00_2 * replicas} rows: {PER_REPLICA_00_2} on each replica")
+                  f"took {per_replica * replicas} rows: {per_replica} on each replica")
 
 
 def _solve_train():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 from ..gpus import (
     SAMPLE_NVIDIA_SMI_CSV,
@@ -78,14 +79,9 @@ register("02.2", title="what TensorFlow calls each GPU", checker=_check_names, s
 def _check_child_env(answer):
     before = dict(os.environ)
     cases = {"3,5": (3, 5), " 3, 5": (3, 5), "3,,5": (3, 5), "5,3": (5, 3), "2": (2,)}
-    results = {}
-    try:
-        for selection in cases:
-            results[selection] = answer(selection)
+    with mock.patch.dict(os.environ):             # whatever the answer does to os.environ is undone
+        results = {selection: answer(selection) for selection in cases}
         changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))
-    finally:
-        os.environ.clear()
-        os.environ.update(before)
     if changed:
         return False, (f"child_env changed this process's own environment ({', '.join(changed)}): TensorFlow "
                        "has started here, so that selects nothing for it, and it leaks into every later "

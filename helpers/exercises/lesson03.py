@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import functools
 
 import keras
 import numpy as np
@@ -12,7 +12,8 @@ from ..checks import is_int
 from ..legacy import replica_devices, slice_sizes
 from ..models import small_cnn
 from ..replica_checks import check_distributed, replica_split
-from . import error_line, model_problem, practice_strategy, quiet_tf, register
+from . import error_line, model_problem, practice_strategy, register
+from .lesson00 import _check_train  # 00.2's checker: the same task, 16 rows per replica here
 
 # ---- 03.1: create and compile in the scope ---------------------------------------------------------
 
@@ -59,17 +60,14 @@ register("03.1", title="create and compile in the scope", checker=_check_make_mo
 # ---- 03.2: two ways to split an uneven batch -------------------------------------------------------
 
 
-def _as_sizes(value):
-    return list(value) if isinstance(value, (list, tuple)) and all(map(is_int, value)) else None
-
-
 def _check_split(answer):
     if set(answer) != {"multi_gpu_model", "mirrored"}:
         return False, ("expected exactly the keys 'multi_gpu_model' and 'mirrored', each a list of 3 ints; "
                        f"got {sorted(map(repr, answer))}")
-    legacy, mirrored = _as_sizes(answer["multi_gpu_model"]), _as_sizes(answer["mirrored"])
-    if legacy is None or mirrored is None or len(legacy) != 3 or len(mirrored) != 3:
+    legacy, mirrored = answer["multi_gpu_model"], answer["mirrored"]
+    if not all(isinstance(v, (list, tuple)) and len(v) == 3 and all(map(is_int, v)) for v in (legacy, mirrored)):
         return False, "each value must be a list of 3 whole numbers: rows for device 0, 1 and 2"
+    legacy, mirrored = list(legacy), list(mirrored)
     if sum(legacy) != 10 or sum(mirrored) != 10:
         return False, f"each split must hand out all 10 rows; yours sum to {sum(legacy)} and {sum(mirrored)}"
     want_legacy, want_mirrored = slice_sizes(10, 3), replica_split(10, 3)
@@ -96,31 +94,6 @@ register("03.2", title="two ways to split an uneven batch", checker=_check_split
 
 # ---- 03.3: find and fix - training on two replicas --------------------------------------------------
 
-def _check_train_on_replicas(answer):
-    strategy = practice_strategy()
-    n = 96
-    x = np.random.default_rng(5).normal(size=(n, 64)).astype("float32")
-    y = np.arange(n) % 10
-    try:
-        with quiet_tf():
-            model = answer(strategy, x, y)
-    except (RuntimeError, ValueError) as exc:
-        return False, f"it still fails: {error_line(exc, 160)}. Which variables were created outside the scope?"
-    problem = model_problem(model, strategy, "train_on_replicas")
-    if problem is not None:
-        return False, problem
-    steps = int(model.optimizer.iterations.numpy())
-    want = math.ceil(n / (16 * strategy.num_replicas_in_sync))
-    if steps == math.ceil(n / 16):
-        return False, (f"{steps} steps for {n} rows: batch_size=16 is the global batch, so each replica got "
-                       f"{16 // strategy.num_replicas_in_sync} rows, not the 16 the comment promises")
-    if steps != want:
-        return False, f"{steps} optimizer steps; one epoch of {n} rows with 16 rows per replica takes {want}"
-    return True, (f"model and optimizer are mirrored, and one epoch took {steps} steps of "
-                  f"{16 * strategy.num_replicas_in_sync} rows: 16 on each of the "
-                  f"{strategy.num_replicas_in_sync} replicas")
-
-
 def _solve_train_on_replicas():
     def train_on_replicas(strategy, x, y):
         with strategy.scope():                       # the weights are variables too: create them here
@@ -134,7 +107,8 @@ def _solve_train_on_replicas():
     return train_on_replicas
 
 
-register("03.3", title="find and fix: training on two replicas", checker=_check_train_on_replicas,
+register("03.3", title="find and fix: training on two replicas",
+         checker=functools.partial(_check_train, per_replica=16, call="train_on_replicas"),
          solution=_solve_train_on_replicas, expects="function", takes=3,
          wants="a function train_on_replicas(strategy, x, y): your fixed version",
          hint="two bugs: which variables are created before the `with`? And does fit's batch_size count "

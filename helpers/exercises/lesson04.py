@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -44,16 +46,11 @@ register("04.1", title="shadow variables with TF >= 1.4", checker=_check_count, 
 
 # ---- shared by 04.2 and 04.3: one step on two replicas that see different data --------------------
 
-def _uneven_batch():
-    """8 rows of 4 features: replica 0 gets rows of 0, replica 1 rows of 10 (fit splits the batch in order)."""
-    x = np.concatenate([np.zeros((4, 4), "float32"), np.full((4, 4), 10.0, "float32")])
-    return x, np.zeros((8, 1), "float32")
-
-
 def _one_uneven_step(model):
-    x, y = _uneven_batch()
+    """One step on 8 rows of 4 features: replica 0 gets rows of 0, replica 1 rows of 10 (fit splits in order)."""
+    x = np.concatenate([np.zeros((4, 4), "float32"), np.full((4, 4), 10.0, "float32")])
     with quiet_tf():
-        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+        model.fit(x, np.zeros((8, 1), "float32"), batch_size=8, epochs=1, shuffle=False, verbose=0)
 
 
 def _bn_layers(model):
@@ -118,15 +115,17 @@ register("04.2", title="BatchNorm statistics that agree on every replica", check
 
 # ---- 04.3: find and fix - measuring drift between replicas -----------------------------------------
 
-_TRAINED: dict = {}
-
-
-def _bn_model(strategy, synchronized):
-    with strategy.scope():
-        model = keras.Sequential([keras.Input((4,)), keras.layers.BatchNormalization(
-            synchronized=synchronized, momentum=0.5), keras.layers.Dense(1)])
-        model.compile(optimizer="sgd", loss="mse")
-    return model
+@functools.cache
+def _trained_models(strategy):
+    """{synchronized: model} after one uneven step, made once: only the learner's function varies."""
+    models = {}
+    for sync in (False, True):
+        with strategy.scope():
+            models[sync] = keras.Sequential([keras.Input((4,)), keras.layers.BatchNormalization(
+                synchronized=sync, momentum=0.5), keras.layers.Dense(1)])
+            models[sync].compile(optimizer="sgd", loss="mse")
+        _one_uneven_step(models[sync])
+    return models
 
 
 def _check_replica_gap(answer):
@@ -134,12 +133,8 @@ def _check_replica_gap(answer):
     if code is not None and {"replica_gaps", "replica_values"} & set(code.co_names + code.co_freevars):
         return False, "write it with the strategy's own API, not with helpers.batchnorm (that is the answer key)"
     strategy = practice_strategy()
-    if "models" not in _TRAINED:      # two trained models, made once: only the learner's function varies
-        _TRAINED["models"] = {sync: _bn_model(strategy, sync) for sync in (False, True)}
-        for model in _TRAINED["models"].values():
-            _one_uneven_step(model)
     results = {}
-    for sync, model in _TRAINED["models"].items():
+    for sync, model in _trained_models(strategy).items():
         truth = max(batchnorm.replica_gaps(model, strategy).values())
         got = answer(model, strategy)
         try:

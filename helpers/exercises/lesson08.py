@@ -40,14 +40,9 @@ def _check_megatron(answer):
         got = {p: None if layout_map[p] is None else tuple(layout_map[p].axes) for p in PATHS_08_1}
     except ValueError as exc:  # several keys match one path, or a bad axis name
         return False, f"Keras rejects this LayoutMap: {str(exc).splitlines()[0]}"
-    wrong = []
-    for prefix in ("mlp", "classifier"):
-        if got[f"{prefix}/d1/kernel"] != (None, "model"):
-            wrong.append(f"{prefix}/d1/kernel gets {got[f'{prefix}/d1/kernel']}, want (None, 'model') "
-                         "(split its columns)")
-        if got[f"{prefix}/d2/kernel"] != ("model", None):
-            wrong.append(f"{prefix}/d2/kernel gets {got[f'{prefix}/d2/kernel']}, want ('model', None) "
-                         "(split its rows)")
+    kernels = {"d1/kernel": ((None, "model"), "split its columns"), "d2/kernel": (("model", None), "split its rows")}
+    wrong = [f"{path} gets {got[path]}, want {want} ({why})" for path in PATHS_08_1
+             for suffix, (want, why) in kernels.items() if path.endswith(suffix) and got[path] != want]
     if got["mlp/d2/bias"] not in (None, (None,)):
         wrong.append(f"mlp/d2/bias gets {got['mlp/d2/bias']}: d2's output is summed over the 'model' axis, "
                      "so its bias must stay whole (no key should match it)")

@@ -77,8 +77,8 @@ def _check_loss(answer):
         return False, (f"each replica's loss has shape {sorted(shapes)}; return one number per replica (a "
                        "scalar) so that its gradient is the replica's share of the step")
     want = _one_device_gradient(x, y, w)
-    n = 2
-    uneven = _uneven_reference(x, y, w, n)     # each replica: the mean over ITS rows, divided by n
+    n, cut = 2, 3                              # the 3 + 2 split; each replica: the mean over ITS rows, / n
+    uneven = (_one_device_gradient(x[:cut], y[:cut], w) + _one_device_gradient(x[cut:], y[cut:], w)) / n
 
     def close(a, b):
         return np.allclose(a, b, rtol=5e-3, atol=1e-5)   # loose enough for TF32 on GPUs, cases differ by >10 %
@@ -99,12 +99,6 @@ def _check_loss(answer):
     return False, (f"the summed gradient differs from one device's gradient on the same {ROWS_09_1} rows "
                    f"(norm ratio {np.linalg.norm(grad) / np.linalg.norm(want):.3f}); compute the mean "
                    "squared error of each row, then average over the GLOBAL batch")
-
-
-def _uneven_reference(x, y, w, n):
-    """What a per-replica mean divided by ``n`` gives on the 3 + 2 split (the Keras-loss-object result)."""
-    cut = -(-len(x) // n)
-    return (_one_device_gradient(x[:cut], y[:cut], w) + _one_device_gradient(x[cut:], y[cut:], w)) / n
 
 
 def _solve_loss():

@@ -49,14 +49,10 @@ def devices_here() -> int:
     return jax_devices_here() or DEFAULT_DEVICES
 
 
-def _meshes(n: int) -> list[tuple[int, int]]:
-    return [(1, n)] + ([(2, n // 2)] if n >= 4 else [])
-
-
 def _facts_here(kind: str, fn, n: int) -> list[dict]:
     """Build with the answer on each mesh (this process: Keras on JAX, >= n devices); what came out, as data."""
     out = []
-    for shape in _meshes(n):
+    for shape in [(1, n)] + ([(2, n // 2)] if n >= 4 else []):
         mesh = kd.DeviceMesh(shape, ("batch", "model"), kd.list_devices()[:n])
         facts = {"mesh": list(shape), "error": None}
         try:
@@ -125,11 +121,6 @@ def facts(kind: str, fn, n: "int | None" = None) -> list[dict]:
     return result
 
 
-def _lora_caught(keys: list[str]) -> list[str]:
-    """LoRA paths some key reaches under Keras <= 3.13 (re.search) or >= 3.14 (re.fullmatch)."""
-    return [p for p in lora_paths() if any(re.search(k, p) or re.fullmatch(k, p) for k in keys)]
-
-
 def _judge(all_facts: list[dict], n: int) -> "tuple[bool, str]":
     for f in all_facts:
         where = f"on the {tuple(f['mesh'])} mesh"
@@ -142,7 +133,8 @@ def _judge(all_facts: list[dict], n: int) -> "tuple[bool, str]":
                        "end kernel keys so that 'lora_kernel_a' cannot match)")
             return False, f"building with LoRA {where} fails{why}: {f['error']}"
         weights, wrong = f["weights"], []
-        caught = _lora_caught(f["keys"])
+        # the LoRA paths some key reaches under Keras <= 3.13 (re.search) or >= 3.14 (re.fullmatch)
+        caught = [p for p in lora_paths() if any(re.search(k, p) or re.fullmatch(k, p) for k in f["keys"])]
         if caught:
             wrong.append(f"the key(s) reach {len(caught)} LoRA weights on some Keras version (e.g. {caught[0]}); "
                          "end kernel keys so that 'lora_kernel_a' cannot match")
