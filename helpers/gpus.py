@@ -269,10 +269,8 @@ class CudaView:
     def summary(self) -> str:
         """One line: the environment and what CUDA saw."""
         shown = ", ".join(f"{k}={v!r}" for k, v in self.env.items()) or "(no CUDA variables set)"
-        if self.devices:
-            seen = "; ".join(f"{d['ordinal']}: {d['name']} @ {d['pci_bus_id']}" for d in self.devices)
-        else:
-            seen = f"0 GPUs ({self.error or 'none found'})"
+        seen = ("; ".join(f"{d['ordinal']}: {d['name']} @ {d['pci_bus_id']}" for d in self.devices)
+                if self.devices else f"0 GPUs ({self.error or 'none found'})")
         return f"{shown:<58} -> {seen}"
 
 
