@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,18 +138,15 @@ def run_live(name: str, timeout: float = 180) -> CapsuleRun:
     if python is None:
         raise FileNotFoundError("no time capsule found (run `make capsule`, or set "
                                 f"{CAPSULE_ENV} to a Python 3.6 with tensorflow 1.3.0 + keras 2.1.3)")
-    script = SCRIPTS_DIR / f"{name}.py"
-    work = Path(tempfile.mkdtemp(prefix="capsule-"))
     # helpers.subproc's child policy minus what would steer a *different* interpreter (Python 3.6, TF 1.3)
     # wrongly: today's Python paths, virtualenv, Keras/TF/CUDA settings.
     env = {k: v for k, v in child_env(fresh_devices=True).items()
            if not k.startswith(("PYTHON", "KERAS", "TF_", "CUDA_", "XLA_", "VIRTUAL_ENV"))}
-    env.update(HOME=str(work), TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
-               PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", KERAS_BACKEND="tensorflow")
-    try:
-        proc = run_child([str(python), str(script)], env, timeout=timeout, cwd=work, merge_stderr=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="capsule-", ignore_cleanup_errors=True) as work:
+        env.update(HOME=work, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
+                   PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", KERAS_BACKEND="tensorflow")
+        proc = run_child([str(python), str(SCRIPTS_DIR / f"{name}.py")], env, timeout=timeout, cwd=work,
+                         merge_stderr=True)
     output = sanitize(proc.stdout)
     return CapsuleRun(name, LIVE, proc.returncode, output, command=f"python capsule_scripts/{name}.py",
                       versions=_parse_versions(output))
