@@ -223,9 +223,7 @@ def read_results(out_dir: Union[str, Path]) -> dict[str, dict]:
 
 def usable_cores() -> int:
     """CPU cores this process may run on (its affinity mask: ``taskset -c 0`` gives 1), at least 1."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)  # pragma: no cover - not Linux
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def gpu_assignment(n_tasks: int, gpus_per_worker: int, gpu_ids: Sequence[str]) -> list[str]:
