@@ -195,8 +195,6 @@ def plot_drift(rows: Sequence[dict]):
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     for sync, style in ((False, "o-"), (True, "s--")):
         sel = sorted((r for r in rows if r["synchronized"] == sync), key=lambda r: r["batch_size"])
-        if not sel:
-            continue
         label = f"synchronized={sync}"
         bs = [r["batch_size"] for r in sel]
         left.plot(bs, [max(r["mean_gap"], 1e-6) for r in sel], style, label=label)

@@ -10,8 +10,7 @@ from typing import Sequence
 from .checks import positive_int
 
 
-def small_cnn(input_shape: Sequence[int] = (8, 8, 1), num_classes: int = 10,
-              batchnorm: bool = False, width: int = 32, name: str = "small_cnn"):
+def small_cnn(input_shape: Sequence[int] = (8, 8, 1), num_classes: int = 10, batchnorm: bool = False, width: int = 32):
     """A two-conv-layer classifier (softmax output); ``batchnorm`` adds BatchNormalization."""
     if len(tuple(input_shape)) != 3:
         raise ValueError(f"input_shape must be (height, width, channels), got {tuple(input_shape)}")
@@ -26,7 +25,7 @@ def small_cnn(input_shape: Sequence[int] = (8, 8, 1), num_classes: int = 10,
     body += [layers.Conv2D(width, 3, padding="same", activation="relu"),
              layers.GlobalAveragePooling2D(), layers.Dense(64, activation="relu"),
              layers.Dense(num_classes, activation="softmax")]
-    return keras.Sequential(body, name=name)
+    return keras.Sequential(body, name="small_cnn")
 
 
 def small_mlp(input_dim: int = 64, num_classes: int = 10, hidden: int = 64, name: str = "small_mlp"):

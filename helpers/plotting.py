@@ -1,7 +1,6 @@
 """Diagrams of the course's ideas (lessons 01, 02), drawn with matplotlib: no image files in the repo.
 
 Why: data and model parallelism, the pipeline bubble and ``CUDA_VISIBLE_DEVICES`` are easier to see than to read.
-Each function draws one idea for any number of devices and returns the ``Figure``.
 """
 
 from __future__ import annotations
