@@ -333,6 +333,7 @@ def test_model_problem_names_what_is_wrong(replicas):
 
 def test_jax_here_and_in_a_fresh_process():
     assert exercises.jax_devices_here() is None                      # this test process runs Keras on TensorFlow
+    assert exercises.devices_here() == 4                             # lessons 10-11's default N
     code = "import jax, json\nprint(json.dumps({'devices': len(jax.devices())}))"
     assert exercises.run_in_jax(code, 3) == {"devices": 3}
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):

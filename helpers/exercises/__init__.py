@@ -375,6 +375,11 @@ def jax_devices_here() -> Union[int, None]:
     return len(jax.devices()) if keras.backend.backend() == "jax" else None
 
 
+def devices_here() -> int:
+    """N of lessons 10-11's exercises: this process's JAX devices in their kernel, else 4 (their default)."""
+    return jax_devices_here() or 4
+
+
 def run_in_jax(code: str, devices: int) -> Any:
     """Run ``code`` in a fresh Keras-on-JAX process with ``devices`` host devices; its last line, JSON-decoded."""
     run = run_python(code, env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",

@@ -25,7 +25,7 @@ def _mesh():
 
 # ---- 08.1: LayoutMap keys for a Megatron-style MLP ----------------------------------------------
 
-#: Weight paths of helpers.distribution.mlp() under two model names: keys must not depend on the name.
+#: Weight paths of the lesson's mlp() under two model names: keys must not depend on the name.
 PATHS_08_1 = ("mlp/d1/kernel", "mlp/d1/bias", "mlp/d2/kernel", "mlp/d2/bias", "classifier/d1/kernel",
               "classifier/d2/kernel")
 

@@ -15,14 +15,13 @@ from keras import distribution as kd
 
 from ..checks import is_int
 from ..memory_report import bytes_on_device, compiled_memory
-from . import jax_devices_here, register, run_in_jax
+from . import devices_here, jax_devices_here, register, run_in_jax
 
 # ---- 10.1: fit a model into a per-device memory budget ------------------------------------------
 
 INPUT_WIDTH = 256          #: the lesson's WIDTH: big_mlp() takes 256 features
 HIDDEN = 1024              #: three hidden Dense layers this wide
 GLOBAL_BATCH = 256         #: examples per weight update
-DEFAULT_DEVICES = 4        #: devices a process without lesson 10's JAX kernel measures on (the lesson's default)
 #: Per-device budget (MiB, argument + temp of the compiled step) by device count N, from XLA:CPU's figures: the
 #: kernels sharded over all N devices fit (N=2: 31.8 MiB; 4: 25.0, 27.5 with accumulation; 8: 21.6), the best
 #: answer with fewer devices or no sharding does not (2: 39.4, 4: 31.8, 8: 25.0).
@@ -74,11 +73,6 @@ def _measure_here(replicas: int, shard_weights: bool, accumulation: int) -> dict
             "slots": bytes_on_device(state[2])}
 
 
-def devices_here() -> int:
-    """The N of exercise 10.1: this process's JAX devices in lesson 10's kernel, else :data:`DEFAULT_DEVICES`."""
-    return jax_devices_here() or DEFAULT_DEVICES
-
-
 def budget_mib(devices: "int | None" = None) -> int:
     """Exercise 10.1's per-device budget in MiB for ``devices`` (default :func:`devices_here`)."""
     n = devices_here() if devices is None else devices
@@ -91,13 +85,9 @@ def budget_mib(devices: "int | None" = None) -> int:
 _CACHE: dict = {}
 
 
-def measure_all(configs) -> dict:
-    """Bytes per device of the 10.1 step for each ``(replicas, shard_weights, accumulation)`` config (cached).
-
-    Each result is ``{"argument", "temp", "weights", "slots"}``.  Measured in this process
-    when Keras runs on JAX with enough devices; otherwise all uncached configs are measured
-    in one fresh JAX process with as many host devices as the largest config needs.
-    """
+def measure_all(configs: "list[tuple[int, bool, int]]") -> dict:
+    """``{config: {"argument", "temp", "weights", "slots"}}``, bytes per device of the 10.1 step (cached) for each
+    ``(replicas, shard_weights, accumulation)``: here on JAX with enough devices, else in one fresh JAX process."""
     configs = [(int(r), bool(s), int(a)) for r, s, a in configs]
     todo = [c for c in dict.fromkeys(configs) if c not in _CACHE]
     if todo and (jax_devices_here() or 0) >= max(c[0] for c in todo):

@@ -15,11 +15,10 @@ import textwrap
 import keras
 from keras import distribution as kd
 
-from . import jax_devices_here, register, run_in_jax
+from . import devices_here, jax_devices_here, register, run_in_jax
 
 VOCAB = 16                 #: the lesson's sentencepiece vocabulary
 HEADS, HEAD_DIM, HIDDEN, FFW, LAYERS, RANK = 8, 8, 64, 256, 2, 4
-DEFAULT_DEVICES = 4        #: devices a process without lesson 11's JAX kernel checks on (the lesson's default)
 
 #: What a right layout gives decoder_block_0's kernels: the dimension split over "model" (None: never "model").
 MODEL_DIM = {"attention/query/kernel": 0, "attention/attention_output/kernel": 0, "ffw_gating/kernel": 1,
@@ -42,11 +41,6 @@ def lora_paths() -> list[str]:
     """Paths of the LoRA weights ``enable_lora`` adds to ``tiny_gemma()`` (query and value of each layer)."""
     return [f"decoder_block_{i}/attention/{name}/lora_kernel_{ab}"
             for i in range(LAYERS) for name in ("query", "value") for ab in "ab"]
-
-
-def devices_here() -> int:
-    """N: this process's JAX devices in lesson 11's kernel, else :data:`DEFAULT_DEVICES`."""
-    return jax_devices_here() or DEFAULT_DEVICES
 
 
 def _facts_here(kind: str, fn, n: int) -> list[dict]:
@@ -89,12 +83,9 @@ _CACHE: dict = {}
 
 
 def facts(kind: str, fn, n: "int | None" = None) -> list[dict]:
-    """What building with answer ``fn`` gives on each mesh of N devices (cached per source and N).
-
-    In lesson 11's kernel (Keras on JAX, N devices) it builds here; elsewhere in one fresh JAX process with N
-    host devices, where ``fn`` is re-created from its source with ``kd``, ``keras``, ``keras_hub``,
-    ``tiny_gemma`` and ``np`` defined.
-    """
+    """What building with answer ``fn`` gives on each mesh of N devices (cached per source and N): here in lesson
+    11's kernel, else in a fresh JAX process, which re-creates ``fn`` from its source (kd, keras, keras_hub,
+    tiny_gemma and np defined)."""
     n = devices_here() if n is None else n
     try:
         src = textwrap.dedent(inspect.getsource(fn))
