@@ -132,13 +132,10 @@ def _positional_capacity(fn: Callable) -> "tuple[int, float] | None":
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return None
-    params = list(sig.parameters.values())
-    required = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-                   for p in params)
-    most: float = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
-    if any(p.kind == p.VAR_POSITIONAL for p in params):
-        most = float("inf")
-    return required, most
+    params = sig.parameters.values()
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    return sum(p.default is p.empty for p in positional), float("inf") if varargs else len(positional)
 
 
 @dataclass(frozen=True)
@@ -280,7 +277,6 @@ def solution_imports(fn: Callable) -> list[str]:
     except (TypeError, OSError, SyntaxError):
         return []
     used = _global_names(code) if code is not None else set()
-    package = (module.__package__ or "").split(".")
     lines = []
     for node in tree.body:
         if isinstance(node, ast.Import):
@@ -289,10 +285,8 @@ def solution_imports(fn: Callable) -> list[str]:
                 lines.append(ast.unparse(ast.Import(names=names)))
         elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
             names = [a for a in node.names if (a.asname or a.name) in used]
-            base = node.module or ""
-            if node.level:  # from ..devices import x -> from helpers.devices import x
-                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
-            if names:
+            if names:  # from ..devices import x -> from helpers.devices import x
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""), module.__package__)
                 lines.append(ast.unparse(ast.ImportFrom(module=base, names=names, level=0)))
     return lines
 

@@ -68,13 +68,12 @@ def _facts_here(kind: str, fn, n: int) -> list[dict]:
             rank = re.search(r"is only valid for values of rank at least \d+.*", first)
             facts["error"] = f"{type(exc).__name__}: {first[:300]}" + (f" ... {rank.group(0)[:120]}" if rank and
                                                                           rank.start() >= 300 else "")
-            out.append(facts)
-            continue
-        facts["keys"] = list(layout_map)
-        facts["weights"] = {v.path: [list(getattr(v.value.sharding, "spec", ())),   # one device: no spec
-                                     list(v.value.sharding.shard_shape(v.shape)), len(v.value.sharding.device_set)]
-                            for v in lm.backbone.weights}
-        facts["trainable"] = [v.path for v in lm.trainable_weights]
+        else:
+            facts["keys"] = list(layout_map)
+            facts["weights"] = {v.path: [list(getattr(v.value.sharding, "spec", ())),   # one device: no spec
+                                         list(v.value.sharding.shard_shape(v.shape)), len(v.value.sharding.device_set)]
+                                for v in lm.backbone.weights}
+            facts["trainable"] = [v.path for v in lm.trainable_weights]
         out.append(facts)
     return out
 
