@@ -30,12 +30,9 @@ KEYS = exercises.all_keys()
 GIVEAWAYS = {
     "00.1": ["num_replicas_in_sync", "MirroredStrategy("],
     "00.2": ["strategy.scope", "num_replicas_in_sync", "* 2", "64"],
-    "01.1": ["experimental_local_results", "experimental_distribute_dataset", "batch(10)"],
-    "01.2": ["tf.device", "call (not just create)"],
+    "01.1": ["tf.device", "call (not just create)"],
     "02.1": ["memory_free_mib", "sort"],
-    "02.2": ["tensorflow_names", "/GPU:n-1"],
-    "03.1": ["strategy.scope", "compile("],
-    "03.2": ["slice_sizes", "replica_split", "[4, 4, 2]", "[3, 3, 4]"],
+    "03.1": ["slice_sizes", "replica_split", "[4, 4, 2]", "[3, 3, 4]"],
     "04.1": ["5", "plus one"],
     "05.1": ["keras.ops.shape", "ops.shape(t)[0]"],
     "06.1": ["/ replicas", "divide", "speed_up / "],
@@ -45,11 +42,10 @@ GIVEAWAYS = {
     "07.2": ["get_per_replica_batch_size", "drop_remainder", "// 2"],
     "08.1": [".*d1", "(None, 'model')", "('model', None)"],
     "08.2": ["(64, 64)", "// 2"],
-    "01.3": ["optimizer.build", ".build(", "trainable_variables"],
-    "02.3": ["PCI_BUS_ID", "dict(os.environ)", "strip()"],
-    "03.3": ["16 * strategy", "batch_size=32", "inside the scope"],
+    "01.2": ["optimizer.build", ".build(", "trainable_variables"],
+    "02.2": ["PCI_BUS_ID", "dict(os.environ)", "strip()"],
+    "03.2": ["16 * strategy", "batch_size=32", "inside the scope"],
     "04.2": ["synchronized=True", "synchronized"],
-    "04.3": ["experimental_local_results", ".values"],
     "05.2": ["load_model", "initial_epoch", "inside the scope"],
     "05.3": ["BackupAndRestore", "val_accuracy", "0.02", "64", "num_replicas_in_sync", "MirroredStrategy"],
     "08.3": [".*d1", "fullmatch", "re.search"],
@@ -156,14 +152,14 @@ def test_wrong_kind_gets_a_targeted_message(key, replicas):
 
 
 def test_a_model_instead_of_make_model_is_named():
-    """The brief's example: 03.1 given make_model(strategy), a model, instead of the function."""
+    """The brief's example: 04.2 given make_bn_model(strategy), a model, instead of the function."""
     import keras
 
     model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(), keras.layers.Dense(10)])
-    ok, text = exercises.verdict("03.1", model)
+    ok, text = exercises.verdict("04.2", model)
     assert not ok
-    assert "you passed a Keras model (Sequential), but this exercise wants a function make_model(strategy)" in text
-    assert "Give the function itself (answer = make_model), not the result of calling it." in text
+    assert "you passed a Keras model (Sequential), but this exercise wants a function make_bn_model(strategy)" in text
+    assert "Give the function itself (answer = make_bn_model), not the result of calling it." in text
     assert "could not check" not in text and "ValueError" not in text
 
 
@@ -178,9 +174,9 @@ def test_an_empty_function_is_named():
         _ = strategy.num_replicas_in_sync
 
     for fn in (make_model, documented):
-        ok, text = exercises.verdict("03.1", fn)
+        ok, text = exercises.verdict("04.2", fn)
         assert not ok and "your function does nothing yet" in text and "Hint" not in text, text
-    ok, text = exercises.verdict("03.1", forgot_return)   # has a body: the checker runs and says why
+    ok, text = exercises.verdict("04.2", forgot_return)   # has a body: the checker runs and says why
     assert not ok and "it returned None: does it end with `return model`?" in text, text
 
 

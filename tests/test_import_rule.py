@@ -210,11 +210,11 @@ def test_the_probe_blames_the_module_that_imports_a_framework(tmp_path):
 def test_a_printed_solution_brings_the_imports_it_needs(capsys):
     from helpers import exercises
 
-    exercises.show_solution("03.2")  # uses slice_sizes and replica_split, imported at lesson03's top
-    printed = capsys.readouterr().out.split(":\n\n", 1)[1].split("\nExercise 03.2")[0]
+    exercises.show_solution("03.1")  # uses slice_sizes and replica_split, imported at lesson03's top
+    printed = capsys.readouterr().out.split(":\n\n", 1)[1].split("\nExercise 03.1")[0]
     assert printed.startswith("from helpers.legacy import slice_sizes\n"
                               "from helpers.replica_checks import replica_split\n\n"), printed
     namespace: dict = {}
     exec(printed, namespace)  # runs as printed, as if pasted into a fresh notebook cell
-    assert namespace["_solve_split"]() == exercises.get("03.2").solution()
+    assert namespace["_solve_split"]() == exercises.get("03.1").solution()
     assert exercises.solution_imports(lambda: 42) == []  # nothing used, nothing printed

@@ -42,7 +42,7 @@ ROWS_00_2 = 256
 def _check_train(answer, per_replica=32, call="train"):
     """Train with ``answer`` on two replicas; right if each step gave every replica ``per_replica`` rows.
 
-    Lesson 03's find-and-fix (03.3) is judged the same way, with its own batch and function name.
+    Lesson 03's find-and-fix (03.2) is judged the same way, with its own batch and function name.
     """
     strategy = practice_strategy()
     replicas = strategy.num_replicas_in_sync

@@ -10,45 +10,9 @@ import tensorflow as tf
 
 from ..devices import ensure_devices
 from ..placement import short_device
-from . import describe, quiet_tf, register
+from . import quiet_tf, register
 
-# ---- 01.1: how MirroredStrategy splits a global batch -------------------------------------------
-
-
-def _check_split(answer):
-    if not all(isinstance(s, (list, tuple, np.ndarray)) or hasattr(s, "numpy") for s in answer):
-        return False, ("each item must be one replica's numbers (a list, array or tensor); got "
-                       + ", ".join(describe(s) for s in answer))
-    slices = [[int(v) for v in np.asarray(s).ravel()] for s in answer]
-    if len(slices) != 2:
-        return False, f"{len(slices)} slice(s): REPLICAS has 2 devices, so the strategy makes 2 slices"
-    flat = [v for s in slices for v in s]
-    if sorted(flat) != list(range(10)):
-        return False, f"together the slices must be the whole global batch 0..9 once each, got {slices}"
-    if [len(s) for s in slices] != [5, 5]:
-        return False, f"slice sizes {[len(s) for s in slices]}: MirroredStrategy splits the batch evenly"
-    if flat != list(range(10)):
-        return False, f"{slices}: each replica gets a contiguous slice, replica 0 the first half"
-    return True, (f"replica 0 got {slices[0]} and replica 1 got {slices[1]}: a global batch of 10 "
-                  "becomes two per-replica batches of 5")
-
-
-def _solve_split():
-    # In the notebook, use the lesson's `strategy`. A second one in the same kernel passes
-    # ReductionToOneDevice (lesson 04's rule: one collective strategy per kernel):
-    strategy = tf.distribute.MirroredStrategy(devices=ensure_devices(2),
-                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
-    dataset = tf.data.Dataset.from_tensor_slices(np.arange(10)).batch(10)
-    batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
-    return [t.numpy().tolist() for t in strategy.experimental_local_results(batch)]
-
-
-register("01.1", title="split a global batch over the replicas", checker=_check_split,
-         solution=_solve_split, expects="list", wants="a list with one list of numbers per replica",
-         hint="one batch that holds all ten numbers, handed to the strategy the way this lesson "
-              "distributed its dataset; then ask the strategy for each replica's part.")
-
-# ---- 01.2: put a model's layers on two devices (and avoid the lazy-build trap) ------------------
+# ---- 01.1: put a model's layers on two devices (and avoid the lazy-build trap) ------------------
 
 
 def _check_placed(answer):
@@ -79,12 +43,12 @@ def _solve_placed():
     return keras.Model(inputs, outputs)
 
 
-register("01.2", title="place two layers on two devices", checker=_check_placed, solution=_solve_placed,
+register("01.1", title="place two layers on two devices", checker=_check_placed, solution=_solve_placed,
          expects="keras.Model", wants="a keras.Model (8 inputs -> Dense(16) -> Dense(3))",
          hint="a layer's weights are created when the layer is built, not when it is constructed: "
               "where does your code build each layer?")
 
-# ---- 01.3: find and fix - the optimizer state of a split model ---------------------------------
+# ---- 01.2: find and fix - the optimizer state of a split model ---------------------------------
 
 def _check_compile_split(answer):
     model = _solve_placed()          # the lesson's split model: Dense(16) on one device, Dense(3) on the other
@@ -121,7 +85,7 @@ def _solve_compile_split():
     return compile_split
 
 
-register("01.3", title="find and fix: where Adam keeps its state", checker=_check_compile_split,
+register("01.2", title="find and fix: where Adam keeps its state", checker=_check_compile_split,
          solution=_solve_compile_split, expects="function", takes=1,
          wants="a function compile_split(model): your fixed version",
          hint="when, and under which device, are the optimizer's per-weight variables created? Section "

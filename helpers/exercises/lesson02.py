@@ -11,9 +11,7 @@ from ..gpus import (
     parse_nvidia_smi_csv,
     probe_cuda,
     resolve_visible,
-    tensorflow_names,
 )
-from ..placement import short_device
 from . import register
 
 # ---- 02.1: choose GPUs from nvidia-smi output --------------------------------------------------
@@ -47,34 +45,7 @@ register("02.1", title="pick the two freest GPUs", checker=_check_freest, soluti
          hint="free memory is what a GPU has minus what is in use; helpers.gpus can parse the "
               "sample table for you.")
 
-# ---- 02.2: renumbering --------------------------------------------------------------------------
-
-
-def _check_names(answer):
-    try:
-        given = {int(k): short_device(str(v)) for k, v in answer.items()}
-    except (ValueError, TypeError) as exc:
-        return False, f"keys must be GPU numbers and values TensorFlow names like '/GPU:0' ({exc})"
-    want = {5: "GPU:0", 3: "GPU:1", 0: "GPU:2"}
-    if given == want:
-        return True, "5 -> /GPU:0, 3 -> /GPU:1, 0 -> /GPU:2: visible GPUs are renumbered from 0 in the listed order"
-    if given == {k: f"GPU:{k}" for k in want}:
-        return False, "TensorFlow does not keep nvidia-smi's numbers: the visible GPUs are renumbered from 0"
-    if set(given) != set(want):
-        return False, f"the keys should be the three listed GPUs 5, 3 and 0; got {sorted(given)}"
-    return False, f"{answer}: the order of the list decides the new numbers (first listed -> /GPU:0)"
-
-
-def _solve_names():
-    return tensorflow_names("5,3,0")
-
-
-register("02.2", title="what TensorFlow calls each GPU", checker=_check_names, solution=_solve_names,
-         expects="dict", wants='a dict from the nvidia-smi number to the TensorFlow name, like {5: "/GPU:?"}',
-         hint="does TensorFlow keep nvidia-smi's numbers, or number only the GPUs it can see? In "
-              "which order?")
-
-# ---- 02.3: find and fix - CUDA_VISIBLE_DEVICES for a fresh process ------------------------------
+# ---- 02.2: find and fix - CUDA_VISIBLE_DEVICES for a fresh process ------------------------------
 
 def _check_child_env(answer):
     before = dict(os.environ)
@@ -123,7 +94,7 @@ def _solve_child_env():
     return child_env
 
 
-register("02.3", title="find and fix: the environment of a fresh process", checker=_check_child_env,
+register("02.2", title="find and fix: the environment of a fresh process", checker=_check_child_env,
          solution=_solve_child_env, expects="function", takes=1,
          wants="a function child_env(selection) that returns a dict: your fixed version",
          hint="three problems: whose environment does it change (and is it too late for it)? What does "

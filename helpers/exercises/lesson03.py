@@ -5,59 +5,15 @@ from __future__ import annotations
 import functools
 
 import keras
-import numpy as np
 from keras import layers
 
 from ..checks import is_int
-from ..legacy import replica_devices, slice_sizes
-from ..models import small_cnn
-from ..replica_checks import check_distributed, replica_split
-from . import error_line, model_problem, practice_strategy, register
+from ..legacy import slice_sizes
+from ..replica_checks import replica_split
+from . import register
 from .lesson00 import _check_train  # 00.2's checker: the same task, 16 rows per replica here
 
-# ---- 03.1: create and compile in the scope ---------------------------------------------------------
-
-
-def _check_make_model(answer):
-    strategy = practice_strategy(replica_devices())
-    model = answer(strategy)
-    problem = model_problem(model, strategy, "make_model(strategy)")
-    if problem is not None:
-        return False, problem
-    report = check_distributed(model, strategy)
-    if tuple(model.input_shape[1:]) != (8, 8, 1) or tuple(model.output_shape[1:]) != (10,):
-        return False, (f"the model maps {model.input_shape} to {model.output_shape}; "
-                       "expected 8x8x1 digits in and 10 class probabilities out")
-    x = np.zeros((8, 8, 8, 1), "float32")
-    y = np.arange(8) % 10
-    try:
-        model.fit(x, y, batch_size=4, epochs=1, verbose=0)  # outside the scope, as in the lesson
-    except Exception as err:  # noqa: BLE001 - report any training failure as the reason
-        return False, f"the model is distributed, but fit failed: {error_line(err, 440)}"
-    return True, (f"created and compiled inside strategy.scope(): {report['replicas']} replicas, "
-                  f"{report['variable_class']} weights, and fit works outside the scope")
-
-
-def _solve_make_model():
-    def make_model(strategy):
-        import keras
-
-        with strategy.scope():
-            model = small_cnn((8, 8, 1), 10, width=8)
-            model.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy",
-                          metrics=["accuracy"])
-        return model
-
-    return make_model
-
-
-register("03.1", title="create and compile in the scope", checker=_check_make_model,
-         solution=_solve_make_model, expects="function", takes=1,
-         wants="a function make_model(strategy) that returns a compiled Keras model",
-         hint="which steps create variables? The layers' weights are one; what else does training "
-              "keep in variables?")
-
-# ---- 03.2: two ways to split an uneven batch -------------------------------------------------------
+# ---- 03.1: two ways to split an uneven batch -------------------------------------------------------
 
 
 def _check_split(answer):
@@ -87,12 +43,12 @@ def _solve_split():
     return {"multi_gpu_model": slice_sizes(10, 3), "mirrored": replica_split(10, 3)}
 
 
-register("03.2", title="two ways to split an uneven batch", checker=_check_split, solution=_solve_split,
+register("03.1", title="two ways to split an uneven batch", checker=_check_split, solution=_solve_split,
          expects="dict", wants='a dict {"multi_gpu_model": [3 ints], "mirrored": [3 ints]}',
          hint="one of the two rounds the slice size down and leaves the remainder to one device, the "
               "other rounds it up; sections 2 and 7 show which is which.")
 
-# ---- 03.3: find and fix - training on two replicas --------------------------------------------------
+# ---- 03.2: find and fix - training on two replicas --------------------------------------------------
 
 def _solve_train_on_replicas():
     def train_on_replicas(strategy, x, y):
@@ -107,7 +63,7 @@ def _solve_train_on_replicas():
     return train_on_replicas
 
 
-register("03.3", title="find and fix: training on two replicas",
+register("03.2", title="find and fix: training on two replicas",
          checker=functools.partial(_check_train, per_replica=16, call="train_on_replicas"),
          solution=_solve_train_on_replicas, expects="function", takes=3,
          wants="a function train_on_replicas(strategy, x, y): your fixed version",

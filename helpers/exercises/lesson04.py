@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import functools
-
 import keras
 import numpy as np
 import tensorflow as tf
 
 from .. import batchnorm
-from . import describe, error_line, model_problem, practice_strategy, quiet_tf, register
+from . import error_line, model_problem, practice_strategy, quiet_tf, register
 
 # ---- 04.1: how many shadow variables TF >= 1.4 makes for multi_gpu_model's towers ---------------
 
@@ -44,13 +42,7 @@ register("04.1", title="shadow variables with TF >= 1.4", checker=_check_count, 
               "many times is the layer called, from its first build on?")
 
 
-# ---- shared by 04.2 and 04.3: one step on two replicas that see different data --------------------
-
-def _one_uneven_step(model):
-    """One step on 8 rows of 4 features: replica 0 gets rows of 0, replica 1 rows of 10 (fit splits in order)."""
-    x = np.concatenate([np.zeros((4, 4), "float32"), np.full((4, 4), 10.0, "float32")])
-    with quiet_tf():
-        model.fit(x, np.zeros((8, 1), "float32"), batch_size=8, epochs=1, shuffle=False, verbose=0)
+# ---- 04.2: a model whose replicas keep the same BatchNorm statistics -------------------------------
 
 
 def _bn_layers(model):
@@ -60,9 +52,6 @@ def _bn_layers(model):
             yield from walk(child)
 
     return [layer for layer in walk(model) if isinstance(layer, keras.layers.BatchNormalization)]
-
-
-# ---- 04.2: a model whose replicas keep the same BatchNorm statistics -------------------------------
 
 
 def _check_sync_bn(answer):
@@ -76,8 +65,11 @@ def _check_sync_bn(answer):
         return False, "the model has no BatchNormalization layer"
     if getattr(model, "optimizer", None) is None:
         return False, "compile the model (inside the scope) so that the checker can train it"
+    # one step on 8 rows of 4 features: fit splits them in order, replica 0 gets the rows of 0, replica 1 those of 10
+    x = np.concatenate([np.zeros((4, 4), "float32"), np.full((4, 4), 10.0, "float32")])
     try:
-        _one_uneven_step(model)
+        with quiet_tf():
+            model.fit(x, np.zeros((8, 1), "float32"), batch_size=8, epochs=1, shuffle=False, verbose=0)
     except Exception as exc:  # noqa: BLE001 - a model that cannot train on (8, 4) -> (8, 1) is the answer's fault
         return False, f"one training step on 8 rows of 4 features failed: {error_line(exc)}"
     bn = bns[0]
@@ -112,61 +104,3 @@ register("04.2", title="BatchNorm statistics that agree on every replica", check
          wants="a function make_bn_model(strategy) that returns a compiled Keras model",
          hint="by default each replica normalizes with its own slice of the batch; section 4 showed the "
               "layer argument that changes that.")
-
-# ---- 04.3: find and fix - measuring drift between replicas -----------------------------------------
-
-@functools.cache
-def _trained_models(strategy):
-    """{synchronized: model} after one uneven step, made once: only the learner's function varies."""
-    models = {}
-    for sync in (False, True):
-        with strategy.scope():
-            models[sync] = keras.Sequential([keras.Input((4,)), keras.layers.BatchNormalization(
-                synchronized=sync, momentum=0.5), keras.layers.Dense(1)])
-            models[sync].compile(optimizer="sgd", loss="mse")
-        _one_uneven_step(models[sync])
-    return models
-
-
-def _check_replica_gap(answer):
-    code = getattr(getattr(answer, "python_function", answer), "__code__", None)
-    if code is not None and {"replica_gaps", "replica_values"} & set(code.co_names + code.co_freevars):
-        return False, "write it with the strategy's own API, not with helpers.batchnorm (that is the answer key)"
-    strategy = practice_strategy()
-    results = {}
-    for sync, model in _trained_models(strategy).items():
-        truth = max(batchnorm.replica_gaps(model, strategy).values())
-        got = answer(model, strategy)
-        try:
-            got = float(got)
-        except (TypeError, ValueError):
-            return False, f"replica_gap must return a number, it returned {describe(got)}"
-        results[sync] = (got, truth)
-    (drift, drift_truth), (synced, synced_truth) = results[False], results[True]
-    if abs(drift - drift_truth) > 1e-5:
-        why = (" `.numpy()` on a mirrored variable reads one copy (the local replica's, replica 0's here), "
-               "however often you call it." if drift == 0 else "")
-        return False, (f"for an unsynchronized model whose replicas saw 0s and 10s it returned {drift:g}, but "
-                       f"the copies differ by {drift_truth:g}.{why} Ask the strategy for every replica's "
-                       "copy of the variable")
-    if abs(synced - synced_truth) > 1e-5:
-        return False, f"with synchronized=True the copies are equal, but it returned {synced:g}"
-    return True, (f"it sees every replica's copy: {drift:g} apart without sync (only replica 0's would be saved), "
-                  f"{synced:g} with synchronized=True")
-
-
-def _solve_replica_gap():
-    def replica_gap(model, strategy):
-        bn = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)][0]
-        # bn.moving_mean is a Keras variable; .value is the MirroredVariable with one copy per replica
-        copies = [np.asarray(c) for c in strategy.experimental_local_results(bn.moving_mean.value)]
-        return float(np.max(np.abs(np.stack(copies) - copies[0])))
-
-    return replica_gap
-
-
-register("04.3", title="find and fix: a drift check that never sees drift", checker=_check_replica_gap,
-         solution=_solve_replica_gap, expects="function", takes=2,
-         wants="a function replica_gap(model, strategy) that returns a number: your fixed version",
-         hint="which replica's copy does reading a mirrored variable give you, and how do you ask the "
-              "strategy for each replica's own value?")
