@@ -18,20 +18,3 @@ def test_05_1_wrong_lambdas():
     _not_yet("05.1", _lambda_capturing_a_module(), "captures the module(s) ['numpy'] in its closure")
     _not_yet("05.1", keras.layers.Lambda(lambda t: t), "it should return the first 4 rows")
 
-
-def test_05_2_outside_scope_and_recompile(replicas):
-    def outside(path, strategy, x, y):
-        model = keras.models.load_model(path)
-        model.fit(x, y, batch_size=16, epochs=1, verbose=0)
-        return model
-
-    _not_yet("05.2", outside, "call load_model inside the scope")
-
-    def recompiled(path, strategy, x, y):
-        with strategy.scope():
-            model = keras.models.load_model(path)
-            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-        model.fit(x, y, batch_size=16, epochs=1, verbose=0)
-        return model
-
-    _not_yet("05.2", recompiled, "the optimizer is at step 4", "step counter restarted")

@@ -1,6 +1,6 @@
 """Lesson 06's checkers explain wrong answers: each case asserts the sentence the learner reads.
 
-06.3 (find and fix) runs the answer on the lesson's replicas (two logical devices here). Its broken code is
+06.2 (find and fix) runs the answer on the lesson's replicas (two logical devices here). Its broken code is
 taken from the notebook itself, so the lesson and the checker cannot drift.
 """
 
@@ -14,7 +14,7 @@ from helpers import exercises
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "06_scaling_and_performance.ipynb"
 
 
-# ---- 06.3 -----------------------------------------------------------------------------------------
+# ---- 06.2 -----------------------------------------------------------------------------------------
 
 def _broken_code():
     cells = json.loads(NOTEBOOK.read_text())["cells"]
@@ -54,41 +54,35 @@ POLICY_LEFT_SET = ("        model.compile(optimizer=keras.optimizers.SGD(lr), lo
                    "    keras.mixed_precision.set_global_policy(\"float32\")\n")
 
 
-def test_06_3_the_notebooks_broken_code_fails_and_each_trap_is_named(replicas):
+def test_06_2_the_notebooks_broken_code_fails_and_each_trap_is_named(replicas):
     import keras
 
-    _not_yet("06.3", _variant(), "the global policy is still")
+    _not_yet("06.2", _variant(), "the global policy is still")
     assert keras.mixed_precision.global_policy().name == "float32"   # the checker cleaned up
-    _not_yet("06.3", _variant(POLICY_LEFT_SET), "scaled twice")
-    _not_yet("06.3", _variant(POLICY_LEFT_SET, SCALED_TWICE), "both epochs saw the same noise")
-    ok, text = exercises.verdict("06.3", _variant(POLICY_LEFT_SET, SCALED_TWICE, CACHE_AFTER_AUGMENT))
+    _not_yet("06.2", _variant(POLICY_LEFT_SET), "scaled twice")
+    _not_yet("06.2", _variant(POLICY_LEFT_SET, SCALED_TWICE), "both epochs saw the same noise")
+    ok, text = exercises.verdict("06.2", _variant(POLICY_LEFT_SET, SCALED_TWICE, CACHE_AFTER_AUGMENT))
     assert ok, text                                                   # all three fixed: accepted
 
 
-def test_06_3_other_wrong_fixes(replicas):
+def test_06_2_other_wrong_fixes(replicas):
     fixed = (POLICY_LEFT_SET, SCALED_TWICE, CACHE_AFTER_AUGMENT)
     not_scaled = ("lr = base_lr * global_batch / base_batch * strategy.num_replicas_in_sync", "lr = base_lr")
-    _not_yet("06.3", _variant(POLICY_LEFT_SET, CACHE_AFTER_AUGMENT, not_scaled), "scales the rate too")
+    _not_yet("06.2", _variant(POLICY_LEFT_SET, CACHE_AFTER_AUGMENT, not_scaled), "scales the rate too")
     no_mixed = ("    keras.mixed_precision.set_global_policy(child.mixed_policy(child.capabilities(REPLICAS)))\n", "")
-    _not_yet("06.3", _variant(*fixed, no_mixed), "keep mixed precision")
+    _not_yet("06.2", _variant(*fixed, no_mixed), "keep mixed precision")
     no_cache = (".map(augment).cache()", ".map(augment)")
-    _not_yet("06.3", _variant(POLICY_LEFT_SET, SCALED_TWICE, no_cache), "keep the cache")
+    _not_yet("06.2", _variant(POLICY_LEFT_SET, SCALED_TWICE, no_cache), "keep the cache")
     per_replica_batch = ("global_batch = per_replica * strategy.num_replicas_in_sync", "global_batch = per_replica")
-    _not_yet("06.3", _variant(*fixed, per_replica_batch), "the global batch is")
-    _not_yet("06.3", lambda x, y, strategy: None, "does nothing yet", hint=False)
-    _not_yet("06.3", lambda x, y, strategy: print("hi"), "returned None")
+    _not_yet("06.2", _variant(*fixed, per_replica_batch), "the global batch is")
+    _not_yet("06.2", lambda x, y, strategy: None, "does nothing yet", hint=False)
+    _not_yet("06.2", lambda x, y, strategy: print("hi"), "returned None")
 
 
-def test_06_wrong_functions():
+def test_06_1_wrong_pipelines():
     import tensorflow as tf
 
-    _not_yet("06.1", lambda sps, base, n: sps / base, "that is the speed-up")
-    _not_yet("06.1", lambda sps, base, n: n / (sps / base), "expected")
-    def no_return(sps, base, n):
-        sps / base / n
-
-    _not_yet("06.1", no_return, "returned None; it should return a number")
-    _not_yet("06.2", lambda ds: ds.prefetch(tf.data.AUTOTUNE), "the slow map ran 9 times")
-    _not_yet("06.2", lambda ds: ds.cache(), "end with the step that prepares batch k+1")
-    _not_yet("06.2", lambda ds: ds.shuffle(10, seed=1).cache().prefetch(1), "the data changed")
-    _not_yet("06.2", lambda ds: ds.cache() and None, "it returned None")
+    _not_yet("06.1", lambda ds: ds.prefetch(tf.data.AUTOTUNE), "the slow map ran 9 times")
+    _not_yet("06.1", lambda ds: ds.cache(), "end with the step that prepares batch k+1")
+    _not_yet("06.1", lambda ds: ds.shuffle(10, seed=1).cache().prefetch(1), "the data changed")
+    _not_yet("06.1", lambda ds: ds.cache() and None, "it returned None")

@@ -125,38 +125,3 @@ def test_09_2_none_aggregation_and_wrong_kinds(replicas):
     assert not ok and "Give the class itself (answer = RowsSeen)" in text, text
     ok, text = _verdict("09.2", dict)
     assert not ok and "not a keras.metrics.Metric subclass" in text, text
-
-
-# ---- 09.3: an input pipeline whose last batch splits unevenly -----------------------------------
-
-def _pipeline(**batch_kwargs):
-    def make_dataset(x, y, global_batch):
-        import tensorflow as tf
-
-        size = batch_kwargs.get("size", global_batch)
-        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=0)
-        ds = ds.batch(size, drop_remainder=batch_kwargs.get("drop_remainder", False))
-        return ds.take(batch_kwargs["take"]) if "take" in batch_kwargs else ds
-    return make_dataset
-
-
-def test_09_3_solution_and_unattempted(replicas):
-    assert _verdict("09.3", exercises.get("09.3").solution())[0]
-    ok, text = exercises.verdict("09.3", ...)
-    assert not ok and text.startswith("Exercise 09.3: not attempted yet. Hint: ") and "\n" not in text
-
-
-@pytest.mark.parametrize("kwargs, words", [
-    ({}, "a batch splits into [3, 2] rows"),                                 # the broken original
-    ({"size": 3, "drop_remainder": True}, "a batch splits into [2, 1] rows"),  # per-replica size as batch size
-    ({"size": 4, "drop_remainder": True}, "a batch holds 4 rows"),
-    ({"drop_remainder": True, "take": 1}, "keep all of them"),
-])
-def test_09_3_wrong_pipelines_are_explained(kwargs, words, replicas):
-    ok, text = _verdict("09.3", _pipeline(**kwargs))
-    assert not ok and words in text, text
-
-
-def test_09_3_not_a_dataset(replicas):
-    ok, text = _verdict("09.3", lambda x, y, global_batch: (x, y))
-    assert not ok and "should return a tf.data.Dataset" in text, text

@@ -1,4 +1,4 @@
-"""Lesson 05's capstone (exercise 05.3): port a single-GPU training script to 2 replicas.
+"""Lesson 05's capstone (exercise 05.2): port a single-GPU training script to 2 replicas.
 
 The learner ports ``train_single_gpu.py`` (``helpers/capstone_scripts/``, a Keras 2 style script that stops on
 Keras 3 at ``period``) into a file. The checker runs that file twice in fresh processes
@@ -198,7 +198,7 @@ def _solve():
 
 _solve.script = SOLUTION      # show_solution prints this file, the helper-free ported script
 
-register("05.3", title="capstone: port a single-GPU script to 2 replicas", checker=_check, solution=_solve,
+register("05.2", title="capstone: port a single-GPU script to 2 replicas", checker=_check, solution=_solve,
          expects=("str", "pathlib.PurePath"), wants="the path of your ported script (a str or Path)",
          hint="compare what each replica sees with the single-GPU run: its batch, the step size that batch "
               "deserves, and what a restarted process can find on disk.")

@@ -10,50 +10,10 @@ import tensorflow as tf
 
 from .. import devices
 from ..input_pipeline import CallCounter, make_pipeline
-from . import describe, is_number, practice_strategy, register
+from . import describe, practice_strategy, register
+
 
 # 06.1 ------------------------------------------------------------------------------------------
-_EFF_CASES = (  # (samples/s, one-device samples/s on the same global batch, replicas) -> efficiency
-    ((200.0, 100.0, 2), 1.0),
-    ((300.0, 100.0, 4), 0.75),
-    ((90.0, 100.0, 2), 0.45),
-    ((1000.0, 1000.0, 1), 1.0),
-)
-
-
-def _check_efficiency(answer):
-    for args, want in _EFF_CASES:
-        got = answer(*args)
-        sps, base, n = args
-        if not is_number(got):
-            return False, f"efficiency({sps}, {base}, {n}) returned {describe(got)}; it should return a number"
-        if not math.isclose(got, want, rel_tol=1e-6):
-            hint = ""
-            if math.isclose(got, sps / base, rel_tol=1e-6):
-                hint = " - that is the speed-up; efficiency divides it by the number of replicas"
-            return False, (f"efficiency({sps}, {base}, {n}) returned {got!r}, expected {want} "
-                           f"(speed-up {sps / base:.2f}x on {n} replica(s)){hint}")
-    return True, ("efficiency = (samples/s / one device's samples/s) / replicas: 1.0 means every "
-                  "replica pulls its full weight. Devices that share one chip add no compute, so expect "
-                  "about 1/replicas there (a little more when one device left cores idle).")
-
-
-def _solve_efficiency():
-    def efficiency(samples_per_s, one_device_samples_per_s, replicas):
-        speed_up = samples_per_s / one_device_samples_per_s
-        return speed_up / replicas
-
-    return efficiency
-
-
-register("06.1", title="scaling efficiency", checker=_check_efficiency, solution=_solve_efficiency,
-         expects="function", takes=3,
-         wants="a function efficiency(samples_per_s, one_device_samples_per_s, replicas) -> number",
-         hint="'The promise' at the top defines the speed-up first and the efficiency from it; 1.0 "
-              "means every replica pulls its full weight.")
-
-
-# 06.2 ------------------------------------------------------------------------------------------
 def _check_pipeline(answer):
     x = np.arange(40, dtype="float32").reshape(10, 4)
     y = np.arange(10, dtype="int64")
@@ -82,13 +42,13 @@ def _solve_pipeline():
     return fix
 
 
-register("06.2", title="fix the slow input pipeline", checker=_check_pipeline, solution=_solve_pipeline,
+register("06.1", title="fix the slow input pipeline", checker=_check_pipeline, solution=_solve_pipeline,
          expects="function", takes=1, wants="a function fix(dataset) that returns a tf.data.Dataset",
          hint="section 4 uses two dataset methods: one keeps what the first epoch computed, the other "
               "works ahead while the model trains. Their order matters.")
 
 
-# 06.3 ------------------------------------------------------------------------------------------
+# 06.2 ------------------------------------------------------------------------------------------
 def _steps(dataset) -> list[str]:
     """The tf.data steps of ``dataset``, last first: ["Prefetch", "Batch", "Cache", "Map", "TensorSlice"]."""
     out, ds = [], dataset
@@ -167,7 +127,7 @@ def _solve_fixed_prepare():
     return prepare
 
 
-register("06.3", title="find and fix three traps", checker=_check_fixed_prepare,
+register("06.2", title="find and fix three traps", checker=_check_fixed_prepare,
          solution=_solve_fixed_prepare, expects="function", takes=3,
          wants="a function prepare(x, y, strategy) that returns (dataset, model), its traps fixed",
          hint="check the learning rate's factor, what each epoch of data looks like after the cache, and "

@@ -1,7 +1,7 @@
 """Exercises of 08_keras3_distribution_api.
 
-They run in the notebook's JAX kernel and in the TensorFlow test process alike: 08.1 and 08.2 are a LayoutMap
-lookup and arithmetic, 08.3 reads real shardings under JAX and looks the paths up elsewhere.
+They run in the notebook's JAX kernel and in the TensorFlow test process alike: 08.1 is arithmetic, 08.2 reads
+real shardings under JAX and looks the paths up elsewhere.
 """
 
 from __future__ import annotations
@@ -23,53 +23,9 @@ def _mesh():
     return kd.DeviceMesh(shape, ("data", "model"), devices)
 
 
-# ---- 08.1: LayoutMap keys for a Megatron-style MLP ----------------------------------------------
+# ---- 08.1: what one device holds ----------------------------------------------------------------
 
-#: Weight paths of the lesson's mlp() under two model names: keys must not depend on the name.
-PATHS_08_1 = ("mlp/d1/kernel", "mlp/d1/bias", "mlp/d2/kernel", "mlp/d2/bias", "classifier/d1/kernel",
-              "classifier/d2/kernel")
-
-
-def _check_megatron(answer):
-    if not answer:
-        return False, "the dict is empty: give one entry {LayoutMap key: axes tuple} per kernel to split"
-    try:
-        layout_map = kd.LayoutMap(_mesh())
-        for key, axes in answer.items():
-            layout_map[key] = tuple(axes)
-        got = {p: None if layout_map[p] is None else tuple(layout_map[p].axes) for p in PATHS_08_1}
-    except ValueError as exc:  # several keys match one path, or a bad axis name
-        return False, f"Keras rejects this LayoutMap: {str(exc).splitlines()[0]}"
-    kernels = {"d1/kernel": ((None, "model"), "split its columns"), "d2/kernel": (("model", None), "split its rows")}
-    wrong = [f"{path} gets {got[path]}, want {want} ({why})" for path in PATHS_08_1
-             for suffix, (want, why) in kernels.items() if path.endswith(suffix) and got[path] != want]
-    if got["mlp/d2/bias"] not in (None, (None,)):
-        wrong.append(f"mlp/d2/bias gets {got['mlp/d2/bias']}: d2's output is summed over the 'model' axis, "
-                     "so its bias must stay whole (no key should match it)")
-    if got["mlp/d1/bias"] not in (None, (None,), ("model",)):
-        wrong.append(f"mlp/d1/bias gets {got['mlp/d1/bias']}; leave it replicated or split it like d1's columns")
-    if wrong:
-        hint = (" Keys are full-match regexes: 'mlp/d1/kernel' misses a model named 'classifier' and "
-                "'d1/kernel' matches nothing; '.*d1/kernel' matches both.")
-        return False, "; ".join(wrong) + "." + hint
-    return True, ("d1 is split by columns and d2 by rows, under any model name: each device computes half of "
-                  "the hidden units and XLA adds one all-reduce after d2 (the Megatron-LM pattern)")
-
-
-def _solve_megatron():
-    return {".*d1/kernel": (None, "model"),   # column-parallel: each device computes half the hidden units
-            ".*d2/kernel": ("model", None)}   # row-parallel: consumes them in place, partial sums all-reduced
-
-
-register("08.1", title="LayoutMap keys that shard both Dense layers (Megatron style)",
-         checker=_check_megatron, solution=_solve_megatron, expects="dict",
-         wants="a dict {LayoutMap key: axes tuple}",
-         hint="keys are full-match regexes over weight paths like 'mlp/d1/kernel'; values name a mesh "
-              "axis (or None) per kernel dimension.")
-
-# ---- 08.2: what one device holds ----------------------------------------------------------------
-
-MESH_08_2 = {"data": 2, "model": 2}       # d1's kernel is (64, 128), the global batch 64
+MESH_08_1 = {"data": 2, "model": 2}       # d1's kernel is (64, 128), the global batch 64
 
 
 def _check_shards(answer):
@@ -92,23 +48,23 @@ def _check_shards(answer):
 
 
 def _solve_shards():
-    data, model = MESH_08_2["data"], MESH_08_2["model"]
+    data, model = MESH_08_1["data"], MESH_08_1["model"]
     return {"d1_kernel_per_device": (64, 128 // model),            # columns split over 'model'
             "devices_per_d1_block": data,                         # replicated along 'data'
             "batch_per_device_model_parallel": 64 // data,         # batch split over 'data' only
             "batch_per_device_data_parallel": 64 // (data * model)}  # batch split over every device
 
 
-register("08.2", title="what one device of a 2x2 mesh holds", checker=_check_shards, solution=_solve_shards,
+register("08.1", title="what one device of a 2x2 mesh holds", checker=_check_shards, solution=_solve_shards,
          expects="dict", wants="a dict with the four keys named in the exercise",
          hint="a named axis splits that dimension over the devices of that mesh axis; unnamed axes "
               "replicate. Compare with distribution.show_layouts(mp_model).")
 
 
-# ---- 08.3: find and fix - the 2023 guide's LayoutMap keys ------------------------------------------
+# ---- 08.2: find and fix - the 2023 guide's LayoutMap keys ------------------------------------------
 
 #: What each weight of the lesson's MLP should get: d1 split by columns (bias too), d2 by rows, d2's bias whole.
-WANT_08_3 = {"d1/kernel": (None, "model"), "d1/bias": ("model",), "d2/kernel": ("model", None),
+WANT_08_2 = {"d1/kernel": (None, "model"), "d1/bias": ("model",), "d2/kernel": ("model", None),
              "d2/bias": (None,)}
 
 
@@ -142,14 +98,14 @@ def _check_guide_layout(answer):
         got, how = _layouts(layout_map)
     except ValueError as exc:
         return False, f"Keras {keras.__version__} rejects this LayoutMap: {str(exc).splitlines()[0][:200]}"
-    wrong = [f"{p} gets {got[p]}, want {want}" for suffix, want in WANT_08_3.items()
+    wrong = [f"{p} gets {got[p]}, want {want}" for suffix, want in WANT_08_2.items()
              for p in got if p.endswith(suffix) and got[p] != want]
     if wrong:
         why = (f" On Keras {keras.__version__} a key must match the whole path ('mlp/d1/kernel'), so 'd1/kernel' "
                "matches nothing and the weight stays replicated, silently." if full_match else "")
         return False, "; ".join(wrong) + f" ({how}).{why}"
     keys = list(layout_map.keys()) if hasattr(layout_map, "keys") else []
-    portable = all(any(re.fullmatch(k, f"mlp/{suffix}") for k in keys) for suffix, want in WANT_08_3.items()
+    portable = all(any(re.fullmatch(k, f"mlp/{suffix}") for k in keys) for suffix, want in WANT_08_2.items()
                    if want != (None,)) if keys else True
     if not full_match and not portable:
         return True, (f"right on Keras {keras.__version__}, which finds a key anywhere in the path (re.search), so "
@@ -171,7 +127,7 @@ def _solve_guide_layout():
     return guide_layout
 
 
-register("08.3", title="find and fix: the 2023 guide's LayoutMap keys", checker=_check_guide_layout,
+register("08.2", title="find and fix: the 2023 guide's LayoutMap keys", checker=_check_guide_layout,
          solution=_solve_guide_layout, expects="function", takes=1,
          wants="a function guide_layout(mesh) that returns a keras.distribution.LayoutMap: your fixed version",
          hint="print each weight's path and what layout_map[path] returns for it; the lesson's trap "

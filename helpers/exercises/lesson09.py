@@ -10,7 +10,6 @@ import numpy as np
 import tensorflow as tf
 
 from ..clinic import flat
-from ..replica_checks import per_replica_batch_sizes
 from . import describe, practice_strategy, register
 
 
@@ -164,45 +163,3 @@ register("09.2", title="fix a metric that disagrees across replicas", checker=_c
          solution=_solve_metric, expects="class", wants="your fixed metric class (RowsSeen itself, not an instance)",
          hint="each replica updates its own copy of the metric's variable; when Keras reads the metric, "
               "how should the replicas' copies be combined into one count?")
-
-
-# ---- 09.3: an input pipeline whose last batch splits unevenly -----------------------------------
-
-ROWS_09_3, GLOBAL_09_3 = 23, 6   # 3 full batches of 6 rows and 5 rows left over
-
-
-def _check_dataset(answer):
-    x, y, _ = _data(ROWS_09_3)
-    dataset = answer(x, y, GLOBAL_09_3)
-    if not isinstance(dataset, tf.data.Dataset):
-        return False, f"make_dataset(x, y, global_batch) returned {describe(dataset)}; it should return a tf.data.Dataset"
-    strategy = practice_strategy()
-    sizes = per_replica_batch_sizes(strategy, dataset)
-    uneven = [s for s in sizes if len(set(s)) > 1]
-    if uneven:
-        return False, (f"a batch splits into {uneven[0]} rows over the 2 replicas: fit weights its rows unequally "
-                       f"(each replica's mean / 2). Every batch must hold the whole global batch of {GLOBAL_09_3}")
-    wrong = [sum(s) for s in sizes if sum(s) != GLOBAL_09_3]
-    if wrong:
-        return False, f"a batch holds {wrong[0]} rows; every batch should hold the global batch, {GLOBAL_09_3} rows"
-    if len(sizes) != ROWS_09_3 // GLOBAL_09_3:
-        return False, (f"{len(sizes)} batches of {GLOBAL_09_3}; {ROWS_09_3} rows give "
-                       f"{ROWS_09_3 // GLOBAL_09_3} whole batches: keep all of them, drop only the remainder")
-    return True, (f"{len(sizes)} batches of {GLOBAL_09_3} rows, each split {sizes[0]}: every step is exactly one "
-                  f"device's step on the same rows (the {ROWS_09_3 % GLOBAL_09_3} leftover rows wait for the next, "
-                  "differently shuffled, epoch)")
-
-
-def _solve_dataset():
-    def make_dataset(x, y, global_batch):
-        return (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=0)
-                .batch(global_batch, drop_remainder=True))
-
-    return make_dataset
-
-
-register("09.3", title="fix an input pipeline whose last batch splits unevenly", checker=_check_dataset,
-         solution=_solve_dataset, expects="function", takes=3,
-         wants="a function make_dataset(x, y, global_batch) returning a tf.data.Dataset",
-         hint="look at the size of the last batch of an epoch, and at what the replicas then get; tf.data's "
-              "batch() can leave out a partial batch.")
