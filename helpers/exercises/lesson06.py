@@ -49,15 +49,6 @@ register("06.1", title="fix the slow input pipeline", checker=_check_pipeline, s
 
 
 # 06.2 ------------------------------------------------------------------------------------------
-def _steps(dataset) -> list[str]:
-    """The tf.data steps of ``dataset``, last first: ["Prefetch", "Batch", "Cache", "Map", "TensorSlice"]."""
-    out, ds = [], dataset
-    while ds is not None and len(out) < 50:
-        out.append(type(ds).__name__.strip("_").replace("Dataset", "").replace("Parallel", ""))
-        ds = getattr(ds, "_input_dataset", None)
-    return out
-
-
 def _check_fixed_prepare(answer):
     strategy = practice_strategy(devices.configured_devices())  # REPLICAS, else 2 devices
     n = strategy.num_replicas_in_sync
@@ -97,7 +88,10 @@ def _check_fixed_prepare(answer):
     if xs[0].shape == xs[1].shape and np.allclose(xs[0], xs[1]):
         return False, ("both epochs saw the same noise: the cache stored the augmented samples, so the random "
                        "augmentation ran only once. Cache what is expensive and fixed, then augment.")
-    if "Cache" not in _steps(ds):
+    step = ds                                    # walk the tf.data steps back from the last one
+    while step is not None and "Cache" not in type(step).__name__:
+        step = getattr(step, "_input_dataset", None)
+    if step is None:
         return False, "keep the cache (reading the data is the expensive part in real life), just move it"
     return True, ("three traps fixed: the rate is scaled once (global batch / recipe batch), the random "
                   "augmentation runs after the cache so every epoch sees new noise, and the global policy "
