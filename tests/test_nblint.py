@@ -58,6 +58,10 @@ def test_exercises():
     assert check(good, LESSON) == []
     assert "two of each" in check(_nb(("markdown", "## Exercise 1\n"), 'helpers.exercises.check("03.1", f)'),
                                   LESSON)[0]
+    three = _nb(("markdown", "## Exercise 1\n"), 'helpers.exercises.check("03.1", f)',
+                ("markdown", "## Exercise 2\n"), 'helpers.exercises.check("03.2", g)',
+                ("markdown", "## Exercise 3\n"), 'helpers.exercises.check("03.3", h)')
+    assert "3 '## Exercise N' headings and 3 checked exercises" in check(three, LESSON)[0]
     wrong = _nb(("markdown", "## Exercise 1\n"), 'helpers.exercises.check("03.1", f)',
                 ("markdown", "## Exercise 2\n"), 'helpers.exercises.check("04.2", g)')
     assert check(wrong, LESSON) == ["exercise 04.2 is checked in lesson 03"]

@@ -81,7 +81,7 @@ def exercise_problems(nb: dict, path: Path) -> list[str]:
     headings = [ln for c in nb["cells"] if c["cell_type"] == "markdown"
                 for ln in _src(c).splitlines() if re.match(r"## Exercise \d+", ln)]
     keys = set(re.findall(r'helpers\.exercises\.check\("(\d\d\.\d+)"', _code(nb)))
-    found = [] if len(headings) >= 2 and len(keys) >= 2 else [
+    found = [] if len(headings) == len(keys) == 2 else [
         f"{len(headings)} '## Exercise N' headings and {len(keys)} checked exercises: a lesson has two of each"]
     return found + [f"exercise {k} is checked in lesson {path.name[:2]}" for k in sorted(keys)
                     if not k.startswith(path.name[:2] + ".")]
@@ -328,7 +328,7 @@ RULES = [
     Rule("template", "title, paragraph, badges, Setup; stripped outputs; the python3 kernel", template_problems),
     Rule("numbering", "lessons are NN_snake_case, numbered from 00 without gaps", numbering_problems, "course"),
     Rule("hygiene", "no unsafe loading, no sys.path, no private collective keys", hygiene_problems),
-    Rule("exercises", "two exercises per lesson, each with a checker of the lesson's own number", exercise_problems),
+    Rule("exercises", "exactly two exercises per lesson, each checked under its own number", exercise_problems),
     Rule("taught-calls", "every API call a lesson teaches is written in its cells", taught_call_problems),
     Rule("copy-box", "lessons 03-11 end with one helper-free 'Copy this' box that asserts", copy_box_problems),
     Rule("scripts", "%%writefile scripts: one cell per file, no helpers, short", script_problems),
