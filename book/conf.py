@@ -2,16 +2,16 @@
 
 Sphinx + myst-nb + sphinx-book-theme: pure Python, nothing fetched from the web at build time. Execution is off:
 the lessons arrive executed (the Makefile runs them once in .venv), so this environment needs no TensorFlow.
-The repository URL and branch come from helpers/course.py, the one place they are written.
+The repository URL and branch come from tools/links.py, the one place they are written.
 """
 
 import importlib.util
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("course_for_book", _ROOT / "helpers" / "course.py")
-course = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(course)
+_spec = importlib.util.spec_from_file_location("links", _ROOT / "tools" / "links.py")
+links = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(links)
 
 project = "Multi-GPU training with Keras"
 author = "the course's contributors"
@@ -33,8 +33,8 @@ html_title = project
 html_static_path = []
 html_last_updated_fmt = "%Y-%m-%d"
 html_theme_options = {
-    "repository_url": course.REPO_URL,
-    "repository_branch": course.BRANCH,
+    "repository_url": links.REPO_URL,
+    "repository_branch": links.BRANCH,
     "path_to_docs": "",            # the source tree mirrors the repository: notebooks/NN_x.ipynb
     "use_repository_button": True,
     "use_download_button": True,

@@ -15,11 +15,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import book_check  # noqa: E402
+import links  # noqa: E402  (tools/links.py)
 
 import book  # noqa: E402
-from helpers import course  # noqa: E402
 
-URL, BRANCH = course.REPO_URL, course.BRANCH
+URL, BRANCH = links.REPO_URL, links.BRANCH
 LESSONS_ON_DISK = sorted(f"notebooks/{p.name}" for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
@@ -212,10 +212,10 @@ def test_noise_lines_flag_start_up_noise_and_nothing_else():
 
 def test_launch_links_must_be_the_course_links_of_that_notebook():
     path = "notebooks/04_batchnorm_variable_error.ipynb"
-    good = [course.colab_url(path), course.kaggle_url(path), course.binder_url(path)]
-    assert book_check.launch_problems(path, good, course) == []
-    other = course.colab_url("notebooks/05_pickling_checkpoint_error.ipynb")
-    problems = book_check.launch_problems(path, good[:2] + [other], course)
+    good = [links.colab_url(path), links.kaggle_url(path), links.binder_url(path)]
+    assert book_check.launch_problems(path, good, links) == []
+    other = links.colab_url("notebooks/05_pickling_checkpoint_error.ipynb")
+    problems = book_check.launch_problems(path, good[:2] + [other], links)
     assert problems == [f"no Binder link to {path}", f"a launch link that opens another notebook: {other}"]
 
 

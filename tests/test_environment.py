@@ -59,8 +59,8 @@ def test_both_stacks_sit_at_the_ends_of_the_supported_range():
 
 
 def test_readme_badges_are_the_rendered_ones():
-    from helpers import course
-    assert course.badges_markdown("notebooks/00_start_here.ipynb") in (ROOT / "README.md").read_text()
+    import links  # tools/links.py
+    assert links.badges_markdown("notebooks/00_start_here.ipynb") in (ROOT / "README.md").read_text()
 
 
 def test_lab_overrides_turn_off_the_news_popup():
@@ -91,9 +91,9 @@ def test_helpers_dist_name_and_no_tf_dependency():
 def test_repo_url_written_once():
     import subprocess
 
-    from helpers import course
+    import links  # tools/links.py
     tracked = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
                              capture_output=True, text=True).stdout.split()
     hits = [p for p in map(ROOT.joinpath, tracked) if p.is_file() and p.suffix in {".py", ".toml", ".yml", ".md", ".txt"}
-            and course.REPO_SLUG in p.read_text()]
-    assert [p.relative_to(ROOT).as_posix() for p in hits if p.name != "README.md"] == ["helpers/course.py"]
+            and links.REPO_SLUG in p.read_text()]
+    assert [p.relative_to(ROOT).as_posix() for p in hits if p.name != "README.md"] == ["tools/links.py"]

@@ -67,9 +67,9 @@ def test_cli_new_refuses_overwrite(tmp_path, monkeypatch, capsys):
 
 
 def test_badges_include_kaggle_and_url_in_one_place():
-    from helpers import course
-    line = course.badges_markdown("notebooks/03_x.ipynb")
+    import links
+    line = links.badges_markdown("notebooks/03_x.ipynb")
     assert line.count("](") == 6 and "kaggle.com/kernels/welcome?src=https://github.com/" in line
-    assert course.kaggle_url("notebooks/03_x.ipynb").endswith("/blob/main/notebooks/03_x.ipynb")
+    assert links.kaggle_url("notebooks/03_x.ipynb").endswith("/blob/main/notebooks/03_x.ipynb")
     with pytest.raises(ValueError):
-        course.kaggle_url("03_x.ipynb")
+        links.kaggle_url("03_x.ipynb")

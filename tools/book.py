@@ -13,7 +13,7 @@ What ``prepare`` writes into the source tree (it mirrors the repository's layout
 - ``notebooks/NN_*.ipynb``: every executed lesson, with a "Ran on" label under its title, read from its own Setup
   output (stack line, replicas line, mode), so no CPU figure is taken for a GPU one.
 Links to repository files that are not pages (a helper module, a folder) become links to the code host
-(helpers/course.py holds the URL); links between pages stay relative.
+(tools/links.py holds the URL); links between pages stay relative.
 
 Usage (the Makefile calls it): python tools/book.py prepare --executed DIR --out SRC notebooks/NN_x.ipynb ...
 Standard library only: it runs in .venv-book and in the unit tests.
@@ -22,13 +22,14 @@ Standard library only: it runs in .venv-book and in the unit tests.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import posixpath
 import re
 import shutil
 import sys
 from pathlib import Path
+
+import links  # tools/links.py: the repository's address
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON_NAME = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
@@ -47,14 +48,6 @@ RAN_ON_CLASS = "ran-on"
 #: lines; tests/test_book.py keeps them covered). A lesson that quotes such a line prints it on stdout.
 NOISE = (r"absl::InitializeLog", r"cudart_stub\.cc", r"Could not find cuda drivers", r"failed call to cuInit",
          r"Unable to register cu(DNN|FFT|BLAS) factory", r"TF-TRT Warning", r"computation placer already registered")
-
-
-def course_module():
-    """helpers/course.py loaded on its own (standard library only; importing the package would need numpy)."""
-    spec = importlib.util.spec_from_file_location("course_for_book", ROOT / "helpers" / "course.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def lessons(paths: list[str] | None = None, root: Path = ROOT) -> list[str]:
@@ -262,8 +255,7 @@ def _rewrite_notebook(nb: dict, source: str, pages: dict[str, str], repo_url: st
 
 def prepare(executed: Path, out: Path, lesson_paths: list[str], root: Path = ROOT) -> list[str]:
     """Write the Sphinx source tree into ``out`` (emptied first); return the pages written."""
-    course = course_module()
-    repo_url, branch = course.REPO_URL, course.BRANCH
+    repo_url, branch = links.REPO_URL, links.BRANCH
     lesson_paths = lessons(lesson_paths, root)
     if not lesson_paths:
         raise ValueError("no lessons to build")

@@ -7,7 +7,7 @@ find nothing, or carry TensorFlow's start-up noise. Every check below opens the 
 
 - every lesson page renders each code cell and each figure of its executed copy (every image loaded), and its
   "Ran on" box;
-- its launch links are the ones helpers/course.py makes for that notebook (Colab, Kaggle, Binder), and no
+- its launch links are the ones tools/links.py makes for that notebook (Colab, Kaggle, Binder), and no
   launch link on it opens another notebook;
 - the built-in (JavaScript) search finds "BatchNormalization" and "ModelCheckpoint" in a lesson;
 - every link between pages resolves, anchors included (the error index's links above all);
@@ -35,7 +35,7 @@ from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import book  # noqa: E402  (tools/book.py: lessons, noise patterns, helpers/course.py)
+import book  # noqa: E402  (tools/book.py: lessons, noise patterns, tools/links.py)
 
 ROOT = book.ROOT
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -85,11 +85,11 @@ def stderr_problems(stderr_blocks: list[str]) -> list[str]:
     return [line for block in stderr_blocks for line in book.noise_lines(block)]
 
 
-def launch_problems(path: str, launch: list[str], course) -> list[str]:
+def launch_problems(path: str, launch: list[str], links) -> list[str]:
     """What is wrong with a lesson page's launch links (``path``: notebooks/NN_x.ipynb)."""
     problems = [f"no {name} link to {path}" for name, url in
-                (("Colab", course.colab_url(path)), ("Kaggle", course.kaggle_url(path)),
-                 ("Binder", course.binder_url(path))) if url not in launch]
+                (("Colab", links.colab_url(path)), ("Kaggle", links.kaggle_url(path)),
+                 ("Binder", links.binder_url(path))) if url not in launch]
     problems += [f"a launch link that opens another notebook: {h}" for h in launch if path not in unquote(h)]
     return problems
 
@@ -157,7 +157,7 @@ class Checker:
         found = stderr_problems(facts["stderr"]) if facts else []
         self.check(len(found) == 1, f"the noise check flags the planted stderr block, and only it ({len(found)} found)")
 
-    def lesson(self, base: str, path: str, nb: dict, course) -> dict | None:
+    def lesson(self, base: str, path: str, nb: dict, links) -> dict | None:
         name = Path(path).stem
         facts = self.facts(base + f"notebooks/{name}.html")
         if not self.check(facts is not None, f"{name}: page exists"):
@@ -169,7 +169,7 @@ class Checker:
                    f"{name}: {len(loaded)} of {want_figs} figures shown and loaded")
         self.check("Ran on" in facts["ranOn"] and "Keras" in facts["ranOn"],
                    f"{name}: labelled '{facts['ranOn'].splitlines()[0] if facts['ranOn'] else '(no label)'}'")
-        problems = launch_problems(path, facts["launch"], course)
+        problems = launch_problems(path, facts["launch"], links)
         self.check(not problems, f"{name}: {len(facts['launch'])} launch links, all to {path}"
                    + ("" if not problems else ": " + "; ".join(problems)))
         return facts
@@ -221,7 +221,6 @@ class Checker:
 def run(site: Path, executed: Path, out: Path, lesson_paths: list[str]) -> int:
     from playwright.sync_api import sync_playwright
 
-    course = book.course_module()
     out.mkdir(parents=True, exist_ok=True)
     executable = find_browser()
     print(f"browser: {executable}; site: {site}", flush=True)
@@ -237,7 +236,7 @@ def run(site: Path, executed: Path, out: Path, lesson_paths: list[str]) -> int:
             for path in lesson_paths:
                 nb = json.loads((executed / Path(path).name).read_text())
                 with_figures += [path] if image_outputs(nb) else []
-                facts = checker.lesson(base, path, nb, course)
+                facts = checker.lesson(base, path, nb, book.links)
                 if facts is not None:
                     pages[base + f"notebooks/{Path(path).stem}.html"] = facts
             for rel in ("index.html", "quickstart/train_2gpus.html", "TROUBLESHOOTING.html", "docs/workshop.html"):

@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
-from helpers import course
+import links  # tools/links.py: the repository's address and the badges
 
 NAME_RE = re.compile(r"^(\d\d)_[a-z0-9]+(?:_[a-z0-9]+)*\.ipynb$")
 BADGE_MARK = "<!-- badges -->"
@@ -27,7 +27,7 @@ BADGE_MARK = "<!-- badges -->"
 BOOTSTRAP_SOURCE = f'''# Setup 1/2 - on Colab or Kaggle, install the course helpers (TensorFlow, Keras and JAX are already there).
 import importlib.util, os, subprocess, sys
 if importlib.util.find_spec("helpers") is None:
-    source = os.environ.get("{course.HELPERS_SOURCE_ENV}", "{course.HELPERS_SOURCE}")
+    source = os.environ.get("{links.HELPERS_SOURCE_ENV}", "{links.HELPERS_SOURCE}")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)'''
 
 #: The kernelspec every notebook records. `make lab` installs its kernel under the same name and display name
@@ -59,7 +59,7 @@ def header_markdown(path: str, title: str, learn: str) -> str:
 
 def badge_block(path: str) -> str:
     """The marker, the badge line and the Kaggle GPU line, as they stand in a notebook's first cell."""
-    return f"{BADGE_MARK}\n{course.badges_markdown(path)}  \n{course.kaggle_line(path)}"
+    return f"{BADGE_MARK}\n{links.badges_markdown(path)}  \n{links.kaggle_line(path)}"
 
 
 def new_notebook(path: str, title: str, learn: str = "TODO", devices: int = 2) -> dict:
