@@ -73,7 +73,9 @@ def classify(name: str, thread: str) -> Optional[str]:
         return "input"
     if "XLA" not in thread and not thread.startswith("/device:"):
         return None  # host threads: Python, dispatch
-    return "communication" if COLLECTIVE.match(name) else "compute" if HLO_OP.match(name) else None
+    if COLLECTIVE.match(name):
+        return "communication"
+    return "compute" if HLO_OP.match(name) else None
 
 
 def split(events: Iterable[Event], devices: int) -> dict[str, float]:

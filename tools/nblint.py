@@ -328,7 +328,7 @@ RULES = [
     Rule("template", "title, paragraph, badges, Setup; stripped outputs; the python3 kernel", template_problems),
     Rule("numbering", "lessons are NN_snake_case, numbered from 00 without gaps", numbering_problems, "course"),
     Rule("hygiene", "no unsafe loading, no sys.path, no private collective keys", hygiene_problems),
-    Rule("exercises", "exactly two exercises per lesson, each checked under the lesson.s number", exercise_problems),
+    Rule("exercises", "exactly two exercises per lesson, each checked under the lesson's number", exercise_problems),
     Rule("taught-calls", "every API call a lesson teaches is written in its cells", taught_call_problems),
     Rule("copy-box", "lessons 03-11 end with one helper-free 'Copy this' box that asserts", copy_box_problems),
     Rule("scripts", "%%writefile scripts: one cell per file, no helpers, short", script_problems),
