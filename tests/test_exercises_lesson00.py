@@ -109,6 +109,14 @@ def test_the_solution_is_correct_and_says_why(replicas):
     assert ok and "each step took 64 rows: 32 on each replica" in text, text
 
 
+def test_check_train_on_replicas_takes_the_rows_per_replica(replicas):
+    """03.2 reuses 00.2's checker with 16 rows per replica: 00.2's answer (32 per replica) is then wrong."""
+    from helpers.exercises.lesson00 import check_train_on_replicas
+
+    ok, text = check_train_on_replicas(exercises.get("00.2").solution(), per_replica=16)
+    assert not ok and "64 rows per step; 16 rows on each of 2 replicas is 32 rows per step" in text, text
+
+
 @pytest.mark.parametrize("key, answer, words", [
     ("00.1", 1, "a single device - did you pass devices=REPLICAS?"),
     ("00.1", np.int64(3), "3 replicas: the strategy should use exactly the devices in REPLICAS"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -39,7 +41,7 @@ register("00.1", title="count the replicas", checker=_check_replicas, solution=_
 ROWS_00_2 = 256
 
 
-def _check_train(answer, per_replica=32, call="train"):
+def check_train_on_replicas(answer: Any, per_replica: int = 32, call: str = "train") -> "tuple[bool, str]":
     """Train with ``answer`` on two replicas; right if each step gave every replica ``per_replica`` rows.
 
     Lesson 03's find-and-fix (03.2) is judged the same way, with its own batch and function name.
@@ -91,7 +93,7 @@ def _solve_train():
     return train
 
 
-register("00.2", title="make this model train on 2 replicas", checker=_check_train, solution=_solve_train,
+register("00.2", title="make this model train on 2 replicas", checker=check_train_on_replicas, solution=_solve_train,
          expects="function", takes=3, wants="a function train(strategy, x, y): your changed version",
          hint="the quick start's script does both things: where does it build and compile the model, and how "
               "does it compute the batch size it gives the data?")

@@ -11,7 +11,7 @@ from ..checks import is_int
 from ..legacy import slice_sizes
 from ..replica_checks import replica_split
 from . import register
-from .lesson00 import _check_train  # 00.2's checker: the same task, 16 rows per replica here
+from .lesson00 import check_train_on_replicas  # 00.2's checker: the same task, 16 rows per replica here
 
 # ---- 03.1: two ways to split an uneven batch -------------------------------------------------------
 
@@ -48,6 +48,7 @@ register("03.1", title="two ways to split an uneven batch", checker=_check_split
          hint="one of the two rounds the slice size down and leaves the remainder to one device, the "
               "other rounds it up; sections 2 and 7 show which is which.")
 
+
 # ---- 03.2: find and fix - training on two replicas --------------------------------------------------
 
 def _solve_train_on_replicas():
@@ -64,7 +65,7 @@ def _solve_train_on_replicas():
 
 
 register("03.2", title="find and fix: training on two replicas",
-         checker=functools.partial(_check_train, per_replica=16, call="train_on_replicas"),
+         checker=functools.partial(check_train_on_replicas, per_replica=16, call="train_on_replicas"),
          solution=_solve_train_on_replicas, expects="function", takes=3,
          wants="a function train_on_replicas(strategy, x, y): your fixed version",
          hint="two bugs: which variables are created before the `with`? And does fit's batch_size count "
