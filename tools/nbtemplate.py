@@ -72,6 +72,7 @@ def new_notebook(path: str, title: str, learn: str = "TODO", devices: int = 2) -
         _code(setup_source(devices)),
         _md("## Summary\n\n- TODO"),
         _md("## Exercise 1\n\nTODO"),
+        _md("## Exercise 2\n\nTODO"),  # nblint's rule: exactly two, each checked by helpers.exercises.check
     ]
     return {"cells": cells, "metadata": {
         "kernelspec": dict(KERNELSPEC),
