@@ -1,0 +1,66 @@
+"""The learner's-path rule (tools/learnerpath.py): what counts as course machinery, collapsed or optional."""
+
+from __future__ import annotations
+
+import json
+
+import learnerpath  # tools/learnerpath.py
+
+SETUP = [("code", "# Setup 1/2\nimport os"), ("code", "import helpers\nREPLICAS = helpers.setup_notebook(devices=2)")]
+
+
+def _lesson(tmp_path, cells, name="03_x.ipynb"):
+    def cell(kind, source, hidden=False):
+        meta = {"jupyter": {"source_hidden": True}, "tags": ["hide-input"]} if hidden else {}
+        return {"cell_type": kind, "source": source, "metadata": meta}
+    path = tmp_path / name
+    path.write_text(json.dumps({"cells": [cell(*c) for c in SETUP + cells]}))
+    return path
+
+
+def test_learner_interfaces_do_not_count_and_machinery_does(tmp_path):
+    path = _lesson(tmp_path, [
+        ("code", "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()"),
+        ("code", "with helpers.expect_error(ValueError, match='x'):\n    f()"),
+        ("code", "n = helpers.config.pick(quick=1, full=2)\nhelpers.exercises.check('03.1', n)"),
+        ("code", "from helpers import bench\nreport = bench.run()"),
+        ("code", "print(report)"),                   # made by a helper: still the course's machinery
+        ("code", "s = tf.distribute.MirroredStrategy(REPLICAS)"),   # the Setup's devices: machinery
+    ])
+    fig = learnerpath.lesson_figures(path)
+    assert (fig["cells"], fig["visible"], fig["machinery"]) == (6, 6, 3)
+    assert [i for i, _ in fig["machinery_cells"]] == [5, 6, 7]
+    assert fig["visible_lines"] == 10
+
+
+def test_collapsed_and_how_we_know_cells_leave_the_path(tmp_path):
+    path = _lesson(tmp_path, [
+        ("code", "helpers.bench.run()", True),                 # collapsed: runs, but folded
+        ("markdown", "## Summary"),
+        ("code", "x = 1"),
+        ("markdown", "## How we know\n\nThe proofs."),
+        ("code", "helpers.cluster.run()"),
+        ("markdown", "### A subsection stays optional"),
+        ("code", "helpers.cluster.run()"),
+        ("markdown", "## Exercise 1"),
+        ("code", "helpers.gpus.sample()"),                     # back on the path
+    ])
+    fig = learnerpath.lesson_figures(path)
+    assert (fig["collapsed"], fig["optional"], fig["visible"], fig["machinery"]) == (1, 2, 2, 1)
+
+
+def test_a_collapsed_cell_needs_both_marks(tmp_path):
+    path = _lesson(tmp_path, [("code", "helpers.bench.run()")])
+    nb = json.loads(path.read_text())
+    nb["cells"][-1]["metadata"] = {"jupyter": {"source_hidden": True}}      # JupyterLab folds it, the site not
+    path.write_text(json.dumps(nb))
+    assert learnerpath.lesson_figures(path)["collapsed"] == 0
+
+
+def test_budgets_are_reported(tmp_path):
+    path = _lesson(tmp_path, [("code", "helpers.bench.run()", True)] + [("code", "helpers.bench.run()")] * 2)
+    over = learnerpath.report([path])["over_budget"]
+    assert any("drive course machinery" in line for line in over)
+    assert any("collapsed" in line for line in over)
+    clean = _lesson(tmp_path, [("code", "import keras")] * 3, name="04_y.ipynb")
+    assert learnerpath.report([clean])["over_budget"] == []
