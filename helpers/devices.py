@@ -73,7 +73,8 @@ def replica_plan(n: int, n_gpus: int) -> str:
 
 def ensure_devices(n: int = 2) -> list[str]:
     """``n`` replica device names (``['/device:GPU:0', ...]``), made as :func:`replica_plan` says; ``RuntimeError``
-    when TensorFlow's devices were already initialised in a way that cannot give ``n``."""
+    when TensorFlow's devices were already initialised in a way that cannot give ``n``. With more GPUs than ``n``,
+    only the first ``n`` stay visible in this process, so ``tf.distribute.MirroredStrategy()`` uses the replicas."""
     global _configured
     check_device_count(n)
     if _configured is not None:
@@ -91,6 +92,11 @@ def ensure_devices(n: int = 2) -> list[str]:
                 tf.config.experimental.set_memory_growth(gpu, True)
             except (RuntimeError, ValueError):
                 pass  # already initialised or split: leave TensorFlow's setting alone
+        if len(gpus) > n:  # the kernel sees its replicas only: a plain MirroredStrategy() then uses exactly them
+            try:
+                tf.config.set_visible_devices(gpus[:n], "GPU")
+            except RuntimeError:
+                pass  # initialised already: the first n are still the replicas below
     elif kind == KIND_SPLIT_GPU:
         limit = default_gpu_memory_mb(n)
         _split(tf, gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=limit)] * n)

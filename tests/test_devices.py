@@ -75,9 +75,11 @@ class FakeTF:
 
     def __init__(self, n_gpus, initialised=False):
         self.n_gpus, self.initialised, self.splits, self.growth = n_gpus, initialised, {}, {}
+        self.visible = None
         self.config = types.SimpleNamespace(
             list_physical_devices=self._physical, list_logical_devices=self._logical,
             set_logical_device_configuration=self._set, get_logical_device_configuration=lambda p: self.splits.get(p.name),
+            set_visible_devices=self._visible,
             LogicalDeviceConfiguration=lambda memory_limit=None: ("cfg", memory_limit),
             experimental=types.SimpleNamespace(set_memory_growth=self._growth))
 
@@ -92,6 +94,15 @@ class FakeTF:
                  for i in range(self.n_gpus)]
         return [d for d in devs if kind in (None, d.device_type)]
 
+    def _logical_sources(self, kind):
+        return [p for p in self._physical(kind) if self.visible is None or p.device_type != "GPU"
+                or p.name in self.visible]
+
+    def _visible(self, physical, kind):
+        if self.initialised:
+            raise RuntimeError("Visible devices cannot be modified after being initialized")
+        self.visible = [p.name for p in physical]
+
     def _set(self, physical, cfg):
         if self.initialised:
             raise RuntimeError("Virtual devices cannot be modified after being initialized")
@@ -100,7 +111,7 @@ class FakeTF:
     def _logical(self, kind=None):
         self.initialised = True
         out = []
-        for p in self._physical(kind):
+        for p in self._logical_sources(kind):
             t = p.device_type
             for _ in self.splits.get(p.name, [None]):
                 out.append(types.SimpleNamespace(name=f"/device:{t}:{sum(o.device_type == t for o in out)}",
@@ -124,6 +135,9 @@ def test_enough_gpus_uses_first_n(fake):
     assert tf.splits == {} and devices.replica_kind() == "GPUs"
     assert tf.growth == {f"/physical_device:GPU:{i}": True for i in range(4)}
     assert devices.configured_devices() == ["/device:GPU:0", "/device:GPU:1"]
+    # the kernel sees only its replicas, so a plain MirroredStrategy() takes exactly these two
+    assert tf.visible == ["/physical_device:GPU:0", "/physical_device:GPU:1"]
+    assert [d.name for d in tf.config.list_logical_devices("GPU")] == ["/device:GPU:0", "/device:GPU:1"]
 
 
 def test_one_gpu_is_split_with_memory_limit(fake, monkeypatch):
