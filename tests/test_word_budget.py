@@ -29,3 +29,19 @@ def test_first_fit_is_the_first_cell_that_opens_a_scope_and_fits(tmp_path):
     nb("01_b.ipynb", [("markdown", "four five"), ("code", "with strategy.scope():\n    m = f()\nm.fit(x)")])
     assert wordcount.words_before_first_fit(wordcount.lessons(tmp_path)) == (5, "01 cell 1")
 
+
+
+def test_a_lessons_budget_is_its_registry_entry_never_over_the_house_limit(tmp_path):
+    import json
+
+    def nb(name, words):
+        course = {} if words is None else {"course": {"words": words}}
+        (tmp_path / name).write_text(json.dumps({"metadata": course, "cells": [
+            {"cell_type": "markdown", "source": "word " * 1200, "metadata": {}},
+            {"cell_type": "code", "source": "with strategy.scope():\n    m = f()\nm.fit(x)", "metadata": {}}]}))
+
+    nb("00_a.ipynb", None)        # no entry: the house limit, 2,600
+    nb("01_b.ipynb", 1000)        # lesson 02's kind of budget
+    nb("02_c.ipynb", 9000)        # an entry cannot lift the limit
+    assert [wordcount.budget(p) for p in wordcount.lessons(tmp_path)] == [2600, 1000, 2600]
+    assert wordcount.report(tmp_path)["over_budget"][0] == "01: 1200 words (budget 1000)"
