@@ -24,7 +24,8 @@ class Entry:
 
 
 def parse(text: str) -> list[Entry]:
-    """Entries of an index: the ``### heading`` each ``**Message:**`` block sits under."""
+    """Entries of an index: the ``### heading`` each ``**Message:**`` block sits under. ValueError for an empty
+    message block or a message indexed twice (one entry per message: Ctrl-F must land on one place)."""
     entries, heading = [], ""
     pos = 0
     for m in _BLOCK.finditer(text):
@@ -34,6 +35,9 @@ def parse(text: str) -> list[Entry]:
         message = " ".join(m.group(1).split())
         if not message:
             raise ValueError(f"empty message block under {heading!r}")
+        twice = [e.heading for e in entries if e.message == message]
+        if twice:
+            raise ValueError(f"the message under {heading!r} is indexed twice (also under {twice[0]!r}): {message}")
         entries.append(Entry(heading, message))
         pos = m.end()
     return entries
