@@ -1,6 +1,6 @@
 """Helpers for the Keras multi-GPU course: plumbing by concept, one module each (see each module's docstring).
 
-Setup: config (quick/full), versions, quiet, course (URL, badges), devices (``ensure_devices``), meshes (JAX
+Setup: config (quick/full), versions, quiet, course (the course map), devices (``ensure_devices``), meshes (JAX
 devices), notebook (``setup_notebook``, ``scratch_dir``), errors (``expect_error``), checks, subproc, data, models.
 Lessons: plotting, placement (01); gpus (02); legacy, replica_checks (03); batchnorm, capsule (04); callbacks,
 resume (05); bench, precision, scaling, input_pipeline (06); cluster (07); clinic (09); memory_report,
@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _LAZY = {
     "setup_notebook": ("notebook", "setup_notebook"),

@@ -18,20 +18,13 @@ def test_bad_paths(bad):
         links.colab_url(bad)
 
 
-def test_every_lesson_has_its_own_kaggle_line():
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        line = links.kaggle_line(f"notebooks/{nb.name}")
-        assert line.startswith(links.KAGGLE_GPU_LINE) and line != links.KAGGLE_GPU_LINE, nb.name
-
-
 def test_kaggle_line_of_a_jax_lesson_matches_what_the_code_chooses_on_two_gpus(fresh_jax_choice):
     """On T4 x2, a JAX lesson's banner must say what its setup really picks: both GPUs."""
     import json
     import re
     from pathlib import Path
+
+    import registry  # tools/registry.py
 
     from helpers import meshes
 
@@ -46,7 +39,7 @@ def test_kaggle_line_of_a_jax_lesson_matches_what_the_code_chooses_on_two_gpus(f
         seen += 1
         fresh_jax_choice.setattr(meshes, "_PLANS", [])
         plan = meshes.choose_jax_platform(int(found.group(1)) if found.group(1) else None)
-        line = links.kaggle_line(f"notebooks/{nb.name}")
+        line = links.kaggle_line(f"notebooks/{nb.name}", registry.lesson(nb).kaggle)
         assert plan.platform == "gpu" and plan.devices == 2, (nb.name, plan)
         assert "both GPUs" in line and "CPU devices" not in line, (nb.name, line)
     assert seen >= 2  # 08 and 10 (and 11) run on JAX
@@ -54,4 +47,24 @@ def test_kaggle_line_of_a_jax_lesson_matches_what_the_code_chooses_on_two_gpus(f
 
 def test_kaggle_line_refuses_bad_paths():
     with pytest.raises(ValueError):
-        links.kaggle_line("08_x.ipynb")
+        links.kaggle_line("08_x.ipynb", "The lesson uses both GPUs.")
+    assert links.kaggle_line("notebooks/08_x.ipynb", None) == links.KAGGLE_GPU_LINE
+
+
+def test_the_helpers_ref_is_this_release(tmp_path):
+    """The Setup cell installs the release the notebook belongs to: tag v<version>, the version pyproject.toml,
+    helpers.__version__ and CITATION.cff give (CONTRIBUTING, "Releasing", moves all of them at once)."""
+    import re
+    from pathlib import Path
+
+    import helpers
+
+    root = Path(__file__).resolve().parent.parent
+    assert links.helpers_version() == helpers.__version__
+    assert links.HELPERS_REF == f"v{helpers.__version__}"
+    assert links.HELPERS_SOURCE == f"git+{links.REPO_URL}@v{helpers.__version__}"
+    cff = re.search(r"^version: (\S+)$", (root / "CITATION.cff").read_text(), re.M).group(1)
+    assert cff == helpers.__version__
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = []\n[project]\nname = "x"\n')
+    with pytest.raises(ValueError, match="no version"):
+        links.helpers_version(tmp_path / "pyproject.toml")

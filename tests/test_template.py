@@ -60,7 +60,8 @@ def test_cli_new_refuses_overwrite(tmp_path, monkeypatch, capsys):
     (tmp_path / "notebooks").mkdir()
     assert template.main(["new", "notebooks/09_new_one.ipynb", "New one"]) == 0
     nb = json.loads((tmp_path / "notebooks/09_new_one.ipynb").read_text())
-    assert nb["cells"][0]["source"].startswith("# New one")
+    assert "".join(nb["cells"][0]["source"]).startswith("# New one")
+    assert nb["metadata"]["course"]["title"] == "New one"        # a registry entry to fill in
     assert template.main(["new", "notebooks/09_new_one.ipynb", "New one"]) == 1
     assert template.main(["check"]) == 0
     assert template.main(["bogus"]) == 2
@@ -73,3 +74,55 @@ def test_badges_include_kaggle_and_url_in_one_place():
     assert links.kaggle_url("notebooks/03_x.ipynb").endswith("/blob/main/notebooks/03_x.ipynb")
     with pytest.raises(ValueError):
         links.kaggle_url("03_x.ipynb")
+
+
+def test_sync_renders_the_kaggle_line_of_the_registry_entry(nb):
+    nb["metadata"]["course"]["kaggle"] = "The lesson uses both GPUs for something new."
+    assert template.problems(nb, PATH) and "badges" in template.problems(nb, PATH)[0]
+    assert template.sync(nb, PATH) is True and template.problems(nb, PATH) == []
+    assert "GPU T4 x2** before running. The lesson uses both GPUs for something new.\n" in nb["cells"][0]["source"]
+
+
+def test_the_bootstrap_installs_this_release_of_the_helpers():
+    import links
+
+    assert f'"{links.HELPERS_SOURCE}"' in template.BOOTSTRAP_SOURCE and links.HELPERS_SOURCE.endswith(
+        f"@{links.HELPERS_REF}")
+
+
+def test_the_one_format_is_nbformats_writer_byte_for_byte(tmp_path):
+    """canonical_text (standard library) gives what nbformat.write gives: on every notebook, on a new one, and on
+    one with outputs, strings in place of line lists and a transient key."""
+    from pathlib import Path
+
+    import nbformat
+
+    root = Path(__file__).resolve().parent.parent
+    texts = [p.read_text(encoding="utf-8") for p in sorted((root / "notebooks").glob("*.ipynb"))]
+    executed = template.new_notebook(PATH, "Some topic")
+    executed["cells"][2].update(execution_count=1, outputs=[
+        {"output_type": "stream", "name": "stdout", "text": "a\nb\n"},
+        {"output_type": "display_data", "metadata": {},
+         "data": {"image/png": "iVBOR\n", "text/plain": ["<Fig", "ure>\n"], "application/json": {"a": [1]}}},
+        {"output_type": "execute_result", "execution_count": 1, "metadata": {}, "data": {"text/html": "<b>\n</b>"}}])
+    executed["cells"][1]["metadata"]["trusted"] = True
+    texts += [json.dumps(template.new_notebook(PATH, "Some topic")), json.dumps(executed)]
+    for text in texts:
+        path = tmp_path / "nb.ipynb"
+        nbformat.write(nbformat.reads(text, as_version=4), path)
+        assert template.canonical_text(json.loads(text)) == path.read_text(encoding="utf-8")
+    assert len(texts) >= 13
+
+
+def test_format_problems_and_sync_rewrites_in_the_one_format(tmp_path, monkeypatch):
+    nb = template.new_notebook("notebooks/09_new_one.ipynb", "New one")
+    assert template.format_problems(template.canonical_text(nb)) == []
+    loose = json.dumps(nb, indent=2)
+    [problem] = template.format_problems(loose)
+    assert "from line 2" in problem and "make sync-notebooks" in problem
+    assert "not JSON" in template.format_problems("{")[0]
+    monkeypatch.setattr(template, "_root", lambda: tmp_path)
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks/09_new_one.ipynb").write_text(loose)
+    assert template.main(["sync"]) == 0
+    assert template.format_problems((tmp_path / "notebooks/09_new_one.ipynb").read_text()) == []

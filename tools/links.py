@@ -1,22 +1,40 @@
-"""Where the course lives (its URL is written here and nowhere else), and the launch badges it renders.
+"""Where the course lives (its URL is written here and nowhere else), the helpers release the notebooks install,
+and the launch badges it renders.
 
-Why: notebooks carry rendered copies of the badges and Kaggle banners (``tools/nbtemplate.py``, checked by a test),
-and the website links to the repository (``tools/book.py``, ``book/conf.py``), so a move of the repository is one
-edit here plus ``make sync-notebooks``. Standard library only: the book's environment has no numpy.
+Why: notebooks carry rendered copies of the badges, Kaggle banners and the Setup cell that installs the helpers
+(``tools/nbtemplate.py``, checked by nblint's template rule), and the website links to the repository
+(``tools/book.py``, ``book/conf.py``), so a move of the repository, or a release, is one edit plus
+``make sync-notebooks``. Standard library only: the book's environment has no numpy.
 """
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+import re
+from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
 REPO_SLUG = "keras-multi-gpu-course/keras-multi-gpu"
 BRANCH = "main"
 REPO_URL = f"https://github.com/{REPO_SLUG}"
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+
+def helpers_version(pyproject: Path = PYPROJECT) -> str:
+    """The helpers package's version, as pyproject.toml's ``[project]`` table gives it."""
+    text = Path(pyproject).read_text(encoding="utf-8")
+    project = text.split("[project]", 1)[1] if "[project]" in text else ""
+    m = re.search(r'^version\s*=\s*"([^"]+)"', project, re.M)
+    if not m:
+        raise ValueError(f"{pyproject} has no version in its [project] table")
+    return m.group(1)
+
+
+#: The git ref of the release the notebooks belong to: the tag ``v<version>`` (CONTRIBUTING: "Releasing").
+HELPERS_REF = f"v{helpers_version()}"
 #: Environment variable that overrides the bootstrap's pip source (tests point it at a local clone).
 HELPERS_SOURCE_ENV = "MULTIGPU_HELPERS"
-#: What the bootstrap cell installs where the helpers are missing (Colab, Kaggle, a lone notebook).
-HELPERS_SOURCE = f"git+{REPO_URL}"
+#: What the bootstrap cell installs where the helpers are missing (Colab, Kaggle, a lone notebook): this release.
+HELPERS_SOURCE = f"git+{REPO_URL}@{HELPERS_REF}"
 
 
 def _check_path(notebook_path: str) -> PurePosixPath:
@@ -54,25 +72,9 @@ def badges_markdown(notebook_path: str) -> str:
 #: The line every Kaggle learner needs once: two real GPUs are one setting away.
 KAGGLE_GPU_LINE = "On Kaggle, choose Settings > Accelerator > **GPU T4 x2** before running."
 
-#: What each lesson uses on Kaggle's GPU T4 x2, rendered after KAGGLE_GPU_LINE: no banner promises more than it runs.
-KAGGLE_T4X2_USES = {
-    "00": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
-    "01": "The lesson uses both GPUs: two replicas, then one model split across the two.",
-    "02": "The lesson lists, renumbers and hides both GPUs.",
-    "03": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
-    "04": "The lesson uses both GPUs for its TensorFlow replicas; its JAX comparison runs on 2 CPU devices.",
-    "05": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
-    "06": "The lesson measures 1 and 2 GPUs; its 4-replica row splits GPU 0 in four (4 real GPUs where there are).",
-    "07": "The kernel uses both GPUs, then each of the two worker processes owns one GPU, with NCCL between them.",
-    "08": "The JAX lesson runs on both GPUs: meshes of 2 (2x2 needs 4); its 2-process job runs on the CPU.",
-    "09": "The lesson uses both GPUs: two replicas, NCCL all-reduce between them.",
-    "10": "The JAX lesson runs on both GPUs: memory per GPU, FSDP over 2, mixed_float16 (no fast bfloat16 on a T4).",
-    "11": "The JAX lesson splits its small Gemma over both GPUs, a (1, 2) mesh; in full mode it can load Gemma 2B.",
-}
 
-
-def kaggle_line(notebook_path: str) -> str:
-    """The Kaggle banner of one notebook: how to get GPU T4 x2, then what that lesson uses on it."""
-    number = _check_path(notebook_path).name[:2]
-    uses = KAGGLE_T4X2_USES.get(number)
-    return KAGGLE_GPU_LINE if uses is None else f"{KAGGLE_GPU_LINE} {uses}"
+def kaggle_line(notebook_path: str, uses: str | None) -> str:
+    """The Kaggle banner of one notebook: how to get GPU T4 x2, then what that lesson uses on it (its registry
+    entry's ``kaggle``, tools/registry.py): no banner promises more than the lesson runs."""
+    _check_path(notebook_path)
+    return KAGGLE_GPU_LINE if not uses else f"{KAGGLE_GPU_LINE} {uses}"

@@ -1,17 +1,20 @@
-"""The notebook template: what every lesson starts with, and the checks that enforce it.
+"""The notebook template: what every lesson starts with, the one file format, and the checks that enforce them.
 
-Why: nine notebooks written by several people drift apart unless one piece of
-code renders their common cells and one test compares each notebook with it.
+Why: notebooks written by several people drift apart unless one piece of code renders their common cells and one
+check compares each notebook with it. The format is the one ``nbformat.write`` gives (sources as lists of lines,
+sorted keys, indent 1): :func:`canonical_text` writes it with the standard library alone, byte for byte (a test
+compares it with nbformat on every notebook), so a save in JupyterLab never rewrites a whole file in the diff.
 
-CLI::
+CLI (``make sync-notebooks`` runs ``sync`` through tools/generate.py)::
 
-    python tools/nbtemplate.py new notebooks/09_my_topic.ipynb "My topic"
-    python tools/nbtemplate.py sync      # re-render badges + bootstrap in every notebook
+    python tools/nbtemplate.py new notebooks/12_my_topic.ipynb "My topic"
+    python tools/nbtemplate.py sync      # re-render badges, Kaggle line, bootstrap; rewrite in the one format
     python tools/nbtemplate.py check     # list template problems (exit 1 if any)
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import sys
@@ -19,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
-import links  # tools/links.py: the repository's address and the badges
+import links  # tools/links.py: the repository's address, the helpers release and the badges
 
 NAME_RE = re.compile(r"^(\d\d)_[a-z0-9]+(?:_[a-z0-9]+)*\.ipynb$")
 BADGE_MARK = "<!-- badges -->"
@@ -52,31 +55,107 @@ def _code(text: str) -> dict:
             "outputs": [], "source": text}
 
 
-def header_markdown(path: str, title: str, learn: str) -> str:
+def header_markdown(path: str, title: str, learn: str, kaggle: Optional[str] = None) -> str:
     """Title, badges and the 'what you will learn' paragraph."""
-    return f"# {title}\n\n{badge_block(path)}\n\n**What you will learn.** {learn}"
+    return f"# {title}\n\n{badge_block(path, kaggle)}\n\n**What you will learn.** {learn}"
 
 
-def badge_block(path: str) -> str:
+def kaggle_uses(nb: dict) -> Optional[str]:
+    """What the lesson uses on Kaggle's T4 x2: its registry entry's ``kaggle`` (tools/registry.py)."""
+    entry = nb.get("metadata", {}).get("course")
+    return entry.get("kaggle") if isinstance(entry, dict) else None
+
+
+def badge_block(path: str, kaggle: Optional[str] = None) -> str:
     """The marker, the badge line and the Kaggle GPU line, as they stand in a notebook's first cell."""
-    return f"{BADGE_MARK}\n{links.badges_markdown(path)}  \n{links.kaggle_line(path)}"
+    return f"{BADGE_MARK}\n{links.badges_markdown(path)}  \n{links.kaggle_line(path, kaggle)}"
 
 
 def new_notebook(path: str, title: str, learn: str = "TODO", devices: int = 2) -> dict:
-    """A notebook dict that follows the template (header, setup, summary, exercises)."""
+    """A notebook dict that follows the template (header, setup, summary, exercises, a registry entry to fill)."""
     check_name(path)
+    course = {"title": title, "summary": "TODO", "kaggle": "TODO", "words": 2600, "dominates": "TODO",
+              "workshop": [{"session": "optional", "minutes": 30, "part": "", "notes": "TODO"}]}
     cells = [
-        _md(header_markdown(path, title, learn)),
+        _md(header_markdown(path, title, learn, course["kaggle"])),
         _md("## Setup\n\nRun these two cells first. They install nothing outside Colab."),
         _code(BOOTSTRAP_SOURCE),
         _code(setup_source(devices)),
         _md("## Summary\n\n- TODO"),
         _md("## Exercise 1\n\nTODO"),
-        _md("## Exercise 2\n\nTODO"),  # nblint's rule: exactly two, each checked by helpers.exercises.check
+        _md("## Exercise 2\n\nTODO"),  # nblint's rule: two or three, each checked by helpers.exercises.check
     ]
     return {"cells": cells, "metadata": {
+        "course": course,
         "kernelspec": dict(KERNELSPEC),
         "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+
+
+# ---- the one file format (nbformat's writer, in the standard library) ------------------------------------
+
+#: Output mimetypes nbformat splits into lines besides ``text/*``.
+_SPLIT_MIMES = {"application/javascript", "image/svg+xml"}
+
+
+def _is_json_mime(mime: str) -> bool:
+    return mime == "application/json" or (mime.startswith("application/") and mime.endswith("+json"))
+
+
+def _lines(bundle: dict) -> None:
+    """Rejoin, then split into lines, the text fields of a mimebundle, as nbformat's reader and writer do."""
+    for key, value in list(bundle.items()):
+        if isinstance(value, list) and not _is_json_mime(key) and all(isinstance(v, str) for v in value):
+            value = bundle[key] = "".join(value)
+        if isinstance(value, str) and (key.startswith("text/") or key in _SPLIT_MIMES):
+            bundle[key] = value.splitlines(True)
+
+
+def canonical_text(nb: dict) -> str:
+    """``nb`` as ``nbformat.write`` stores it: multi-line strings as lists of lines, transient keys dropped,
+    sorted keys, indent 1, UTF-8 characters as they are, one final newline."""
+    nb = copy.deepcopy(nb)
+    for key in ("orig_nbformat", "orig_nbformat_minor", "signature"):
+        nb.get("metadata", {}).pop(key, None)
+    for cell in nb.get("cells", []):
+        cell.get("metadata", {}).pop("trusted", None)
+        source = cell.get("source")
+        if isinstance(source, list):
+            source = "".join(source)
+        if isinstance(source, str):
+            cell["source"] = source.splitlines(True)
+        for attachment in cell.get("attachments", {}).values():
+            _lines(attachment)
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            if out.get("output_type") in ("execute_result", "display_data"):
+                _lines(out.get("data", {}))
+            elif out.get("output_type") and isinstance(out.get("text"), (str, list)):
+                text = out["text"] if isinstance(out["text"], str) else "".join(out["text"])
+                out["text"] = text.splitlines(True)
+    text = json.dumps(nb, sort_keys=True, indent=1, separators=(",", ": "), ensure_ascii=False)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def format_problems(text: str) -> list[str]:
+    """One problem when a notebook file is not in the one format (``make sync-notebooks`` rewrites it)."""
+    try:
+        want = canonical_text(json.loads(text))
+    except ValueError as err:
+        return [f"not JSON: {err}"]
+    if text == want:
+        return []
+    have, good = text.splitlines(), want.splitlines()
+    line = next((i for i, (a, b) in enumerate(zip(have, good)) if a != b), min(len(have), len(good))) + 1
+    return [f"not in the one notebook format (nbformat's writer), from line {line}: run `make sync-notebooks`"]
+
+
+def write(path: Path, nb: dict) -> bool:
+    """Write ``nb`` to ``path`` in the one format; True if the file changed."""
+    text = canonical_text(nb)
+    path = Path(path)
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True
 
 
 def check_name(path: str) -> re.Match:
@@ -103,7 +182,7 @@ def problems(nb: dict, path: str) -> list[str]:
     if nb.get("metadata", {}).get("kernelspec", {}).get("name") != "python3":
         out.append("kernelspec name must be 'python3'")
     elif nb.get("metadata", {}).get("kernelspec") != KERNELSPEC:
-        out.append(f"kernelspec must be {KERNELSPEC} (what `make lab` installs; run: python tools/nbtemplate.py sync)")
+        out.append(f"kernelspec must be {KERNELSPEC} (what `make lab` installs; run: make sync-notebooks)")
     for i, c in enumerate(cells):
         if c.get("cell_type") == "code" and (c.get("outputs") or c.get("execution_count")):
             out.append(f"cell {i} has stored outputs/execution count (strip them)")
@@ -112,15 +191,15 @@ def problems(nb: dict, path: str) -> list[str]:
     head = _src(cells[0])
     if not head.startswith("# ") or head.count("\n# ") > 0:
         out.append("first cell must start with one '# Title'")
-    if badge_block(path) not in head:
-        out.append("badges (Colab, Kaggle, Binder + the Kaggle GPU line) missing or not pointing at this notebook's "
-                   "own path (run: python tools/nbtemplate.py sync)")
+    if badge_block(path, kaggle_uses(nb)) not in head:
+        out.append("badges (Colab, Kaggle, Binder + the Kaggle GPU line of its registry entry) missing or not "
+                   "pointing at this notebook's own path (run: make sync-notebooks)")
     if "**What you will learn.**" not in head:
         out.append("first cell needs the '**What you will learn.**' paragraph")
     if not _src(cells[1]).startswith("## Setup"):
         out.append("second cell must be the '## Setup' heading")
     if _src(cells[2]) != BOOTSTRAP_SOURCE:
-        out.append("third cell must be the template's bootstrap cell (run: python tools/nbtemplate.py sync)")
+        out.append("third cell must be the template's bootstrap cell (run: make sync-notebooks)")
     if not (_src(cells[3]).startswith(SETUP_PREFIX) and "helpers.setup_notebook(" in _src(cells[3])):
         out.append("fourth cell must start with the template's setup (import helpers; helpers.setup_notebook)")
     headings = [ln for c in cells if c.get("cell_type") == "markdown" for ln in _src(c).splitlines()
@@ -133,14 +212,15 @@ def problems(nb: dict, path: str) -> list[str]:
 
 
 def sync(nb: dict, path: str) -> bool:
-    """Re-render badges, the bootstrap cell and the kernelspec of ``nb`` in place; True if anything changed."""
+    """Re-render badges and the Kaggle line (from the registry entry), the bootstrap cell and the kernelspec of
+    ``nb`` in place; True if anything changed."""
     cells = nb["cells"]
     meta = nb.setdefault("metadata", {})
     spec_changed = meta.get("kernelspec") != KERNELSPEC
     meta["kernelspec"] = dict(KERNELSPEC)
     head = _src(cells[0])
-    new_head = re.sub(re.escape(BADGE_MARK) + r"\n[^\n]*(?:\n[^\n]+)*", badge_block(path).replace("\\", "\\\\"),
-                      head, count=1)
+    block = badge_block(path, kaggle_uses(nb)).replace("\\", "\\\\")
+    new_head = re.sub(re.escape(BADGE_MARK) + r"\n[^\n]*(?:\n[^\n]+)*", block, head, count=1)
     changed = new_head != head or spec_changed
     cells[0]["source"] = new_head
     if len(cells) > 2 and cells[2].get("cell_type") == "code" and _src(cells[2]) != BOOTSTRAP_SOURCE:
@@ -161,17 +241,17 @@ def main(argv: list[str]) -> int:
         if (root / rel).exists():
             print(f"{rel} exists; not overwritten")
             return 1
-        (root / rel).write_text(json.dumps(new_notebook(rel, argv[2]), indent=1) + "\n")
-        print("created", rel)
+        write(root / rel, new_notebook(rel, argv[2]))
+        print("created", rel, "- fill in its registry entry (metadata.course, tools/registry.py)")
         return 0
     if argv[:1] in (["sync"], ["check"]):
         bad = 0
         for p in sorted((root / "notebooks").glob("*.ipynb")):
             rel = str(p.relative_to(root))
-            nb = json.loads(p.read_text())
+            nb = json.loads(p.read_text(encoding="utf-8"))
             if argv[0] == "sync":
-                if sync(nb, rel):
-                    p.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+                sync(nb, rel)
+                if write(p, nb):
                     print("synced", rel)
             else:
                 for msg in problems(nb, rel):
