@@ -1,5 +1,8 @@
 """tools/nblint.py: the course passes every rule, and each rule catches what it forbids."""
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import nblint
@@ -56,12 +59,18 @@ def test_exercises():
     good = _nb(("markdown", "## Exercise 1\n"), 'helpers.exercises.check("03.1", f)',
                ("markdown", "## Exercise 2\n"), 'helpers.exercises.check("03.2", g)')
     assert check(good, LESSON) == []
-    assert "two of each" in check(_nb(("markdown", "## Exercise 1\n"), 'helpers.exercises.check("03.1", f)'),
+    assert "two or three of each" in check(_nb(("markdown", "## Exercise 1\n"), 'helpers.exercises.check("03.1", f)'),
                                   LESSON)[0]
     three = _nb(("markdown", "## Exercise 1\n"), 'helpers.exercises.check("03.1", f)',
                 ("markdown", "## Exercise 2\n"), 'helpers.exercises.check("03.2", g)',
                 ("markdown", "## Exercise 3\n"), 'helpers.exercises.check("03.3", h)')
-    assert "3 '## Exercise N' headings and 3 checked exercises" in check(three, LESSON)[0]
+    assert check(three, LESSON) == []
+    four = _nb(*[(c["cell_type"], c["source"]) for c in three["cells"]],
+               ("markdown", "## Exercise 4\n"), 'helpers.exercises.check("03.4", k)')
+    assert "4 '## Exercise N' headings and 4 checked exercises: a lesson has two or three" in check(four, LESSON)[0]
+    unchecked = _nb(("markdown", "## Exercise 1\n"), 'helpers.exercises.check("03.1", f)',
+                    ("markdown", "## Exercise 2\n"), "answer = ...")
+    assert "2 '## Exercise N' headings and 1 checked exercises" in check(unchecked, LESSON)[0]
     wrong = _nb(("markdown", "## Exercise 1\n"), 'helpers.exercises.check("03.1", f)',
                 ("markdown", "## Exercise 2\n"), 'helpers.exercises.check("04.2", g)')
     assert check(wrong, LESSON) == ["exercise 04.2 is checked in lesson 03"]
@@ -170,3 +179,56 @@ def test_words(tmp_path):
     problems = _rule("words")([tmp_path / "00_a.ipynb"])
     assert problems[0].startswith("00: 2601 words (budget 2600)")
     assert problems[-1].startswith("first multi-replica fit after 2601 words")
+
+
+def test_format(tmp_path):
+    import nbtemplate
+
+    nb = nbtemplate.new_notebook("notebooks/03_some_lesson.ipynb", "Some lesson", learn="Things.")
+    path = tmp_path / "03_some_lesson.ipynb"
+    nbtemplate.write(path, nb)
+    assert _rule("format")(nb, path) == []
+    path.write_text(json.dumps(nb, indent=2))                       # a hand-written dump: another format
+    [problem] = _rule("format")(nb, path)
+    assert "not in the one notebook format" in problem and "make sync-notebooks" in problem
+
+
+def test_registry():
+    import nbtemplate
+
+    nb = nbtemplate.new_notebook("notebooks/03_some_lesson.ipynb", "Some lesson")
+    problems = _rule("registry")(nb, LESSON)                       # the template leaves TODOs to fill in
+    assert problems and all("must be one line of real text" in p for p in problems), problems
+    nb["metadata"]["course"].update(summary="s", kaggle="k", dominates="d")
+    nb["metadata"]["course"]["workshop"][0]["notes"] = "n"
+    assert _rule("registry")(nb, LESSON) == []
+    del nb["metadata"]["course"]
+    assert "no metadata.course entry" in _rule("registry")(nb, LESSON)[0]
+
+
+def test_the_learner_path_budgets_warn_until_the_switch_is_flipped(tmp_path):
+    machinery = ("import helpers\nREPLICAS = helpers.setup_notebook()", "helpers.bench.run()",
+                 "helpers.cluster.launch()", "helpers.memory_report.table()")
+    (tmp_path / "03_some_lesson.ipynb").write_text(json.dumps(_nb("x = 1", *machinery)))
+    [rule] = [r for r in nblint.RULES if r.name == "learner-path"]
+    assert rule.fails is nblint.LEARNER_PATH_FAILS is False
+    problems, warnings = nblint.run([tmp_path / "03_some_lesson.ipynb"], [rule])
+    assert problems == [] and any("3 of 3 visible code cells drive course machinery" in w for w in warnings)
+    failing = nblint.Rule(rule.name, rule.why, rule.check, rule.scope, fails=True)   # LEARNER_PATH_FAILS = True
+    assert nblint.run([tmp_path / "03_some_lesson.ipynb"], [failing])[0] == warnings
+
+
+def test_magics_become_plain_python_without_ipython():
+    source = "%time y = f()\nx = !ls\nif x:\n    !echo hi\nSplitModel??\nz = 1"
+    assert nblint.as_python(source) == "pass\nx = None\nif x:\n    pass\npass\nz = 1"
+
+
+def test_lint_needs_only_the_standard_library():
+    """`make lint` runs nblint with any Python 3, without the course's environment: -S -I, no site-packages."""
+    tool = Path(nblint.__file__)
+    listed = subprocess.run([sys.executable, "-S", "-I", str(tool), "--list"], capture_output=True, text=True,
+                            timeout=60)
+    assert listed.returncode == 0 and "learner-path" in listed.stdout, listed.stderr
+    full = subprocess.run([sys.executable, "-S", "-I", str(tool)], capture_output=True, text=True, timeout=120)
+    assert full.returncode in (0, 1) and "nblint: " in full.stdout, full.stderr[-2000:]
+    assert "Error" not in full.stderr, full.stderr[-2000:]
