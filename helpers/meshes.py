@@ -1,12 +1,15 @@
-"""Plumbing for lesson 08 (``keras.distribution``, written in its cells): which devices JAX gets, and a report.
+"""Plumbing for the JAX lessons (08, 10, 11): which devices JAX gets, TensorFlow kept off them, and a report.
 
-Why: before JAX starts, something must choose between the GPUs and the host CPU split into N XLA devices; and a
-separate TensorFlow-backend process records what ``keras.distribution`` really does to a model's weights there.
-Not called ``distribution``, so it never shadows the ``keras.distribution`` the lesson teaches.
+Why: before JAX starts, something must choose between the GPUs (a power of two of them: the lessons' batches,
+heads and meshes divide evenly) and the host CPU split into N XLA devices, and keep TensorFlow, which Keras and
+KerasHub import beside JAX, off the GPUs (jax#39167); and a separate TensorFlow-backend process records what
+``keras.distribution`` really does to a model's weights there. Not called ``distribution``, so it never shadows
+the ``keras.distribution`` the lessons teach.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass
@@ -33,31 +36,63 @@ class JaxPlan:
     reason: str
 
 
+def largest_power_of_two(n: int) -> int:
+    """Pure: the largest power of two <= ``n`` (3 -> 2, 6 -> 4, 8 -> 8)."""
+    positive_int("n", n, why="number of devices")
+    return 1 << (n.bit_length() - 1)
+
+
 def jax_device_plan(n_gpus: int, requested: Optional[int] = None) -> JaxPlan:
-    """Pure: the devices a JAX lesson uses. 2+ GPUs: the GPUs (all, or the first ``requested``); fewer (one chip is
-    not split for JAX): the host CPU split into ``requested`` XLA devices, :data:`DEFAULT_CPU_DEVICES` when unset."""
+    """Pure: the devices a JAX lesson uses. 2+ GPUs: the largest power of two of them (3 -> 2, 6 -> 4), or the first
+    ``requested``; fewer (one chip is not split for JAX): the host CPU split into ``requested`` XLA devices,
+    :data:`DEFAULT_CPU_DEVICES` when unset. ``requested`` must be a power of two."""
     nonneg_int("n_gpus", n_gpus)
     if requested is not None:
         positive_int("requested", requested, why="number of devices")
+        if requested != largest_power_of_two(requested):
+            raise ValueError(f"MULTIGPU_JAX_DEVICES={requested}: the JAX lessons' batches, attention heads and meshes "
+                             "divide by a power of two; use 2, 4 or 8, or unset it")
     if n_gpus >= 2:
         if requested is not None and requested > n_gpus:
             raise ValueError(f"MULTIGPU_JAX_DEVICES={requested} but only {n_gpus} GPUs are visible; unset it "
                              "(the lessons use every GPU) or set JAX_PLATFORMS=cpu to rehearse on CPU devices")
-        n = requested or n_gpus
-        return JaxPlan("gpu", n, f"{n_gpus} GPUs visible: JAX runs on {n} of them")
+        n = requested or largest_power_of_two(n_gpus)
+        why = "" if n == n_gpus or requested else " (the largest power of two: batches and meshes divide evenly)"
+        return JaxPlan("gpu", n, f"{n_gpus} GPUs visible: JAX runs on {n} of them{why}")
     n = requested or DEFAULT_CPU_DEVICES
     why = "no GPU visible" if n_gpus == 0 else "1 GPU visible (JAX does not split one chip)"
     return JaxPlan("cpu", n, f"{why}: JAX runs on the host CPU split into {n} XLA devices")
 
 
-def jax_env(plan: JaxPlan) -> dict[str, str]:
+def jax_env(plan: JaxPlan, gpu_ids: Optional[list[str]] = None) -> dict[str, str]:
     """Pure: the variables a plan sets before JAX starts. CPU: N forced host devices. GPUs: allocate on demand, so
-    JAX (which would take 75% of each GPU, jax #19267) and TensorFlow processes started beside it share the GPUs."""
+    JAX (whose allocator takes up to 75% of each GPU, jax #19267) and TensorFlow processes started beside it share
+    the GPUs; and where the plan uses fewer than the visible ``gpu_ids``, ``CUDA_VISIBLE_DEVICES`` names the first
+    ``plan.devices``, so that ``jax.devices()`` lists exactly those."""
     if plan.platform == "cpu":
         return {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count={plan.devices}"}
     if plan.platform == "gpu":
-        return {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+        env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+        if gpu_ids and len(gpu_ids) > plan.devices:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids[:plan.devices])
+        return env
     raise ValueError(f"plan.platform must be 'gpu' or 'cpu', got {plan.platform!r}")
+
+
+def hide_gpus_from_tensorflow() -> bool:
+    """Make TensorFlow in this JAX process see no GPU (``tf.config.set_visible_devices([], "GPU")``), before JAX
+    touches one: on Kaggle's T4 x2, TensorFlow beside JAX breaks JAX's NCCL all-reduce (jax#39167, flax#4942).
+    False when TensorFlow is not installed; RuntimeError when it already holds the GPUs (restart the kernel)."""
+    if importlib.util.find_spec("tensorflow") is None:
+        return False
+    import tensorflow as tf
+
+    try:
+        tf.config.set_visible_devices([], "GPU")
+    except RuntimeError as exc:
+        raise RuntimeError("TensorFlow already initialised the GPUs in this process, so JAX cannot have them to "
+                           "itself (jax#39167). Restart the kernel and run the Setup cells first.") from exc
+    return True
 
 
 _PLANS: list[JaxPlan] = []  # the plan this process chose before JAX started (it holds while JAX runs)
@@ -65,8 +100,9 @@ _PLANS: list[JaxPlan] = []  # the plan this process chose before JAX started (it
 
 def choose_jax_platform(requested: Optional[int] = None) -> JaxPlan:
     """Before JAX starts: decide the JAX devices (:func:`jax_device_plan`; ``requested`` defaults to
-    ``MULTIGPU_JAX_DEVICES``) and set :func:`jax_env`, where the learner's variables win. Once ``jax`` is imported
-    the choice is fixed: the plan then describes the devices JAX has."""
+    ``MULTIGPU_JAX_DEVICES``), set :func:`jax_env` (the learner's variables win) and, on a GPU machine, hide the
+    GPUs from TensorFlow (:func:`hide_gpus_from_tensorflow`). Once ``jax`` is imported the choice is fixed: the
+    plan then describes the devices JAX has."""
     if requested is None:
         requested = jax_devices_requested()
     if "jax" in sys.modules:
@@ -78,20 +114,21 @@ def choose_jax_platform(requested: Optional[int] = None) -> JaxPlan:
         kind = "cpu" if jax.default_backend() == "cpu" else "gpu"
         return JaxPlan(kind, len(devs), f"JAX already started with {len(devs)} {kind} device(s)")
     forced = os.environ.get("JAX_PLATFORMS", "").strip()
-    if forced == "cpu":
-        plan = jax_device_plan(0, requested)
-    else:
-        n_gpus = len(gpus.visible_gpu_ids())
-        plan = jax_device_plan(n_gpus, requested)
-        if forced and plan.platform == "cpu":  # the learner named an accelerator platform: keep it
-            plan = JaxPlan("gpu", requested or max(n_gpus, 1), f"JAX_PLATFORMS={forced} set by you")
-    for key, value in jax_env(plan).items():
+    ids = [] if forced == "cpu" else gpus.visible_gpu_ids()
+    plan = jax_device_plan(len(ids), requested)
+    if forced and forced != "cpu" and plan.platform == "cpu":  # the learner named an accelerator platform: keep it
+        plan = JaxPlan("gpu", requested or max(len(ids), 1), f"JAX_PLATFORMS={forced} set by you")
+    for key, value in jax_env(plan, ids).items():
         if key == "XLA_FLAGS":
             flags = os.environ.get("XLA_FLAGS", "")
             if "xla_force_host_platform_device_count" not in flags:
                 os.environ["XLA_FLAGS"] = f"{flags} {value}".strip()
+        elif key == "CUDA_VISIBLE_DEVICES":  # narrows what the learner's value (or the driver) makes visible
+            os.environ[key] = value
         else:
             os.environ.setdefault(key, value)
+    if ids:  # a GPU machine: TensorFlow (imported by Keras and KerasHub) must never take a GPU from JAX
+        hide_gpus_from_tensorflow()
     _PLANS.append(plan)
     return plan
 

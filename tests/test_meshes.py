@@ -52,6 +52,10 @@ def test_tf_backend_report_refuses_other_backends(monkeypatch, replicas):
     (2, None, "gpu", 2),      # Kaggle T4 x2: both GPUs, not 4 CPU devices
     (8, None, "gpu", 8),      # an 8-GPU server
     (8, 4, "gpu", 4),         # the first 4 of 8
+    (3, None, "gpu", 2),      # 3, 5, 6 or 7 GPUs: the largest power of two, so batches and heads divide
+    (5, None, "gpu", 4),
+    (6, None, "gpu", 4),
+    (7, None, "gpu", 4),
 ])
 def test_jax_device_plan(n_gpus, requested, platform, devices):
     plan = meshes.jax_device_plan(n_gpus, requested)
@@ -68,6 +72,24 @@ def test_jax_device_plan_refuses_bad_counts():
             meshes.jax_device_plan(0, bad)
     with pytest.raises(ValueError, match="only 2 GPUs"):
         meshes.jax_device_plan(2, 4)
+    for n_gpus in (0, 8):
+        with pytest.raises(ValueError, match="MULTIGPU_JAX_DEVICES=6: .* power of two; use 2, 4 or 8"):
+            meshes.jax_device_plan(n_gpus, 6)
+
+
+def test_largest_power_of_two():
+    assert [meshes.largest_power_of_two(n) for n in range(1, 10)] == [1, 2, 2, 4, 4, 4, 4, 8, 8]
+    with pytest.raises(ValueError, match="n must be an int >= 1"):
+        meshes.largest_power_of_two(0)
+
+
+def test_a_capped_plan_names_its_gpus_in_cuda_visible_devices():
+    plan = meshes.jax_device_plan(6)
+    assert "6 GPUs visible: JAX runs on 4 of them (the largest power of two" in plan.reason
+    env = meshes.jax_env(plan, ["0", "1", "2", "3", "4", "5"])
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+    assert meshes.jax_env(meshes.jax_device_plan(3), ["4", "6", "7"])["CUDA_VISIBLE_DEVICES"] == "4,6"
+    assert "CUDA_VISIBLE_DEVICES" not in meshes.jax_env(meshes.jax_device_plan(2), ["0", "1"])   # all of them
 
 
 def test_jax_env_cpu_splits_the_host_and_gpu_shares_memory():
@@ -87,6 +109,49 @@ def test_choose_jax_platform_on_kaggle_t4x2(fresh_jax_choice):
     assert "JAX_PLATFORMS" not in os.environ and "XLA_FLAGS" not in os.environ
     assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
     assert os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+
+
+def test_choose_jax_platform_on_six_gpus_keeps_four_visible(fresh_jax_choice):
+    fresh_jax_choice.setattr("helpers.gpus.visible_gpu_ids", lambda: ["0", "1", "2", "3", "4", "5"])
+    fresh_jax_choice.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5")
+    plan = meshes.choose_jax_platform()
+    assert (plan.platform, plan.devices) == ("gpu", 4)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"   # so jax.devices() lists exactly the plan's four
+
+
+class _RecordingConfig:
+    """``tf.config`` as far as hiding GPUs goes: records each set_visible_devices call, or fails like a TensorFlow
+    that already initialised its GPUs."""
+
+    def __init__(self, initialised=False):
+        self.calls, self.initialised = [], initialised
+
+    def set_visible_devices(self, devices, device_type=None):
+        if self.initialised:
+            raise RuntimeError("Visible devices cannot be modified after being initialized")
+        self.calls.append((list(devices), device_type))
+
+
+def test_hide_gpus_from_tensorflow(monkeypatch):
+    import tensorflow as tf
+
+    config = _RecordingConfig()
+    monkeypatch.setattr(tf, "config", config)
+    assert meshes.hide_gpus_from_tensorflow() is True and config.calls == [([], "GPU")]
+    monkeypatch.setattr(tf, "config", _RecordingConfig(initialised=True))
+    with pytest.raises(RuntimeError, match="already initialised the GPUs.*Restart the kernel"):
+        meshes.hide_gpus_from_tensorflow()
+    monkeypatch.setattr(meshes.importlib.util, "find_spec", lambda name: None)   # no TensorFlow installed
+    assert meshes.hide_gpus_from_tensorflow() is False
+
+
+@pytest.mark.parametrize("gpu_ids, hidden", [(["0", "1"], True), (["0"], True), ([], False)])
+def test_choose_jax_platform_hides_the_gpus_from_tensorflow_on_a_gpu_machine(fresh_jax_choice, gpu_ids, hidden):
+    calls = []
+    fresh_jax_choice.setattr("helpers.gpus.visible_gpu_ids", lambda: gpu_ids)
+    fresh_jax_choice.setattr(meshes, "hide_gpus_from_tensorflow", lambda: calls.append("hidden") or True)
+    meshes.choose_jax_platform()
+    assert calls == (["hidden"] if hidden else [])
 
 
 def test_choose_jax_platform_on_a_laptop_reads_the_switch(fresh_jax_choice):
