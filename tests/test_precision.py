@@ -6,7 +6,7 @@ import pytest
 
 from helpers import precision
 
-T4, V100, A100, H100 = (7, 5), (7, 0), (8, 0), (9, 0)
+P100, P40, T4, V100, A100, H100 = (6, 0), (6, 1), (7, 5), (7, 0), (8, 0), (9, 0)
 
 
 @pytest.mark.parametrize("caps, policy", [
@@ -17,6 +17,10 @@ T4, V100, A100, H100 = (7, 5), (7, 0), (8, 0), (9, 0)
     ([H100, H100], "mixed_bfloat16"),
     ([None, None], "mixed_bfloat16"),     # CPUs: no float16 arithmetic
     ([A100, T4], "mixed_float16"),        # replicas run one policy: the weakest GPU decides
+    ([P100, P100], "float32"),            # Kaggle's P100: no tensor cores, no speed-up from float16
+    ([P40], "float32"),                   # 6.1: float16 is slower than float32
+    ([(6, 9)], "float32"),                # the lower bound is 7.0 itself
+    ([T4, P100], "float32"),
 ])
 def test_mixed_policy(caps, policy):
     assert precision.mixed_policy(caps) == policy
