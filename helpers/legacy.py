@@ -9,7 +9,7 @@ the CPU. ``MirroredStrategy`` replaced it with one all-reduce of the gradients p
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional
+from typing import Any, Sequence, Union
 
 from . import devices
 from .checks import is_int, nonneg_int, positive_int
@@ -35,22 +35,32 @@ def slice_sizes(rows: int, parts: int) -> list[int]:
     return [step] * (parts - 1) + [rows - step * (parts - 1)]
 
 
-def _tower_count(gpus: Optional[int], available: list[str]) -> int:
-    """Check ``gpus`` against the available devices, with Keras 2's messages; return the number of towers."""
-    if gpus is None:
-        gpus = len(available)
-    if not is_int(gpus):
-        raise ValueError(f"`gpus` must be None or an int >= 2, got {gpus!r}")
-    if gpus <= 1:
+def _tower_ids(gpus: Union[int, Sequence[int], None], available: list[str]) -> list[int]:
+    """Check ``gpus`` (a count, a list of GPU ids, or None for all) against the available devices, with Keras 2's
+    messages; return the ids of the towers' devices (GPU id ``i`` is the ``i``-th replica device here)."""
+    if gpus is None or (not gpus and (is_int(gpus) or isinstance(gpus, (list, tuple)))):
+        gpus = len(available)  # Keras 2: `if not gpus`, all visible GPUs (0 and [] too)
+    if isinstance(gpus, (list, tuple)):
+        if not all(is_int(i) and i >= 0 for i in gpus):
+            raise ValueError(f"`gpus` as a list holds GPU ids, whole numbers >= 0, got {gpus!r}")
+        if len(gpus) <= 1:
+            raise ValueError("For multi-gpu usage to be effective, call `multi_gpu_model` with "
+                             f"`len(gpus) >= 2`. Received: `gpus={list(gpus)}`")
+        ids = list(gpus)
+    elif not is_int(gpus):
+        raise ValueError(f"`gpus` must be None, an int >= 2 or a list of GPU ids, got {gpus!r}")
+    elif gpus <= 1:
         raise ValueError("For multi-gpu usage to be effective, call `multi_gpu_model` with "
                          f"`gpus >= 2`. Received: `gpus={gpus}`")
-    if gpus > len(available):
-        wanted = [f"replica device {i}" for i in range(gpus)]
+    else:
+        ids = list(range(gpus))
+    if max(ids) >= len(available):
+        wanted = [f"replica device {i}" for i in ids]
         raise ValueError(
             f"To call `multi_gpu_model` with `gpus={gpus}`, we expect the following devices to be "
             f"available: {wanted}. However this machine only has: {available}. Try reducing `gpus` "
             "(the replica devices are the ones helpers.devices.ensure_devices configured).")
-    return gpus
+    return ids
 
 
 @functools.cache
@@ -66,11 +76,11 @@ def _wrapper_class():
         XLA is off, as Keras 2 had none: one XLA computation on one device would ignore the towers' devices.
         """
 
-        def __init__(self, template, tower_devices, **kwargs):
+        def __init__(self, template, tower_devices, merge_device="/cpu:0", **kwargs):
             super().__init__(**kwargs)
             self.template = template
             self.tower_devices = list(tower_devices)
-            self.merge_device = "/cpu:0"  # where the towers' outputs are concatenated
+            self.merge_device = merge_device  # where the towers' outputs are concatenated
             self.built = True  # all its weights exist already: they are the template's
             self.supports_jit = False  # XLA would run every tower on one device
             names = getattr(template, "output_names", None)
@@ -110,8 +120,14 @@ def _wrapper_class():
     return MultiGpuModel
 
 
-def multi_gpu_model(model, gpus: Optional[int] = None):
-    """Replicate a built ``model`` (the "template") on ``gpus`` replica devices (all when None), Keras 2.2 style.
+def multi_gpu_model(model, gpus: Union[int, Sequence[int], None] = None, cpu_merge: bool = True,
+                    cpu_relocation: bool = False):
+    """Replicate a built ``model`` (the "template") on replica devices, with Keras 2.2's signature.
+
+    ``gpus``: how many towers (an int >= 2), which GPU ids (a list, ``[0, 2]``; id ``i`` is the ``i``-th replica
+    device), or None for all. ``cpu_merge=False`` concatenates the outputs on the first tower's device instead of
+    the CPU. ``cpu_relocation=True`` first clones the model under ``/cpu:0``, as Keras 2 did: the towers then share
+    the clone's new, freshly initialised weights (``.template``), not ``model``'s.
 
     Returns a ``keras.Model`` (class ``MultiGpuModel``: ``template``, ``tower_devices``, ``merge_device``) with
     the template's inputs and outputs, which shares its weights. As in 2017, saving it fails (save the template)
@@ -128,8 +144,13 @@ def multi_gpu_model(model, gpus: Optional[int] = None):
         raise ValueError("`model` must be built (give it a keras.Input or call it on data once) "
                          "so that its weights exist before they are shared by the towers")
     available = replica_devices()
-    towers = available[:_tower_count(gpus, available)]
-    return _wrapper_class()(model, towers)
+    towers = [available[i] for i in _tower_ids(gpus, available)]
+    if cpu_relocation:
+        import tensorflow as tf
+
+        with tf.device("/cpu:0"):
+            model = keras.models.clone_model(model)
+    return _wrapper_class()(model, towers, "/cpu:0" if cpu_merge else towers[0])
 
 
 def tower_op_devices(parallel_model, example: Any) -> dict[str, set[str]]:

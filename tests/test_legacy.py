@@ -154,17 +154,60 @@ def test_saving_the_wrapper_fails_but_the_template_saves(keras, tmp_path):
 
 @pytest.mark.parametrize("gpus, match", [
     (1, r"`gpus >= 2`. Received: `gpus=1`"),
-    (0, r"`gpus >= 2`"),
     (-1, r"`gpus >= 2`"),
-    (3, r"only has: \['/device"),
-    ([0, 1], r"must be None or an int"),
-    (True, r"must be None or an int"),
-    (2.0, r"must be None or an int"),
-    ("2", r"must be None or an int"),
+    (3, r"`gpus=3`, we expect .* only has: \['/device"),
+    ([0], r"`len\(gpus\) >= 2`. Received: `gpus=\[0\]`"),
+    ([0, 2], r"`gpus=\[0, 2\]`, we expect the following devices to be available: \['replica device 0', "
+             r"'replica device 2'\]"),
+    ((0, -1), r"GPU ids, whole numbers >= 0"),
+    ([0, 1.0], r"GPU ids, whole numbers >= 0"),
+    ([0, "1"], r"GPU ids, whole numbers >= 0"),
+    (True, r"must be None, an int >= 2 or a list of GPU ids"),
+    (2.0, r"must be None, an int >= 2 or a list of GPU ids"),
+    ("2", r"must be None, an int >= 2 or a list of GPU ids"),
 ])
 def test_bad_gpus(keras, gpus, match):
     with pytest.raises(ValueError, match=match):
         multi_gpu_model(_cnn(keras), gpus=gpus)
+
+
+@pytest.mark.parametrize("gpus", [None, 0, [], 2, [0, 1], (0, 1)])
+def test_every_form_of_all_gpus(keras, replicas, gpus):
+    """Keras 2.1.5-2.2.4: `if not gpus` uses every visible GPU; an int counts towers, a list names GPU ids."""
+    assert multi_gpu_model(_cnn(keras), gpus=gpus).tower_devices == replicas
+
+
+def test_a_list_of_gpu_ids_picks_and_orders_the_devices(keras, replicas):
+    model = _cnn(keras)
+    parallel = multi_gpu_model(model, gpus=[1, 0])
+    assert parallel.tower_devices == [replicas[1], replicas[0]] and parallel.merge_device == "/cpu:0"
+    placed = tower_op_devices(parallel, np.zeros((4, 8, 8, 1), "float32"))
+    assert {canon(d) for d in placed["replica_0"]} == {canon(replicas[1])}   # tower 0 on GPU id 1
+    x = np.random.default_rng(3).random((9, 8, 8, 1), dtype="float32")
+    np.testing.assert_allclose(parallel.predict(x, batch_size=4, verbose=0), model.predict(x, verbose=0),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_cpu_merge_false_merges_on_the_first_tower(keras, replicas):
+    parallel = multi_gpu_model(_cnn(keras), gpus=[1, 0], cpu_merge=False)
+    assert parallel.merge_device == replicas[1]
+    placed = tower_op_devices(parallel, np.zeros((4, 8, 8, 1), "float32"))
+    assert {canon(d) for d in placed["merge"]} == {canon(replicas[1])}
+
+
+def test_cpu_relocation_trains_a_clone_on_the_cpu(keras):
+    """As in Keras 2, the towers share a clone made under /cpu:0 (fresh weights), so `model` itself does not
+    train: save `parallel.template`."""
+    model = _cnn(keras)
+    parallel = multi_gpu_model(model, cpu_relocation=True)
+    assert parallel.template is not model and len(parallel.weights) == len(model.weights)
+    assert not any(a is b for a, b in zip(parallel.weights, model.weights))
+    assert all(canon(w.value.device) == ("CPU", 0) for w in parallel.template.weights)
+    before = [w.copy() for w in model.get_weights()]
+    parallel.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    rng = np.random.default_rng(4)
+    parallel.fit(rng.random((8, 8, 8, 1), dtype="float32"), rng.integers(0, 10, 8), batch_size=4, verbose=0)
+    assert all(np.array_equal(b, a) for b, a in zip(before, model.get_weights()))
 
 
 def test_bad_model(keras):
