@@ -8,8 +8,6 @@ statistics and only replica 0's are saved: :class:`ReplicaBN` and :func:`drift_e
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -77,7 +75,7 @@ def shadow_variables(graph) -> list[str]:
 
 class ReplicaBN:
     """One ``BatchNormalization`` layer under a strategy: ``step([a, b])`` feeds replica 0 ``a`` and replica 1 ``b``;
-    :meth:`per_replica` reads every replica's moving statistics, :meth:`saved` what ``save_weights`` writes."""
+    :meth:`per_replica` reads every replica's moving statistics (the drift experiment's fast inner loop)."""
 
     def __init__(self, strategy, synchronized: bool, momentum: float = 0.99):
         if not 0.0 <= momentum < 1.0:
@@ -117,17 +115,6 @@ class ReplicaBN:
         """``moving_mean`` and ``moving_variance``: arrays of shape (replicas, 1)."""
         return {name: replica_values(getattr(self.layer, name), self.strategy)
                 for name in ("moving_mean", "moving_variance")}
-
-    def saved(self, directory: os.PathLike) -> dict[str, np.ndarray]:
-        """Save the weights to ``directory/bn.weights.h5``, load them into a fresh model, return its statistics."""
-        import keras
-
-        path = Path(directory) / "bn.weights.h5"
-        self.model.save_weights(path)
-        fresh = keras.Sequential([keras.Input((1,)), keras.layers.BatchNormalization()])
-        fresh.load_weights(path)
-        bn = fresh.layers[0]
-        return {"moving_mean": np.asarray(bn.moving_mean), "moving_variance": np.asarray(bn.moving_variance)}
 
 
 def replica_values(variable, strategy) -> np.ndarray:

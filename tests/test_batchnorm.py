@@ -64,14 +64,12 @@ def test_graph_helpers_refuse_eager_mode_and_bad_input(tf):
             batchnorm.zero_debias_tf13(mm, bm, 1.5)
 
 
-@pytest.mark.parametrize("sync, means, saved_mean", [(False, [0.0, 10.0], 0.0), (True, [5.0, 5.0], 5.0)])
-def test_replica_statistics(strategy, tmp_path, sync, means, saved_mean):
+@pytest.mark.parametrize("sync, means", [(False, [0.0, 10.0]), (True, [5.0, 5.0])])
+def test_replica_statistics(strategy, sync, means):
     rbn = batchnorm.ReplicaBN(strategy, synchronized=sync, momentum=0.0)
     rbn.step([np.zeros((4, 1)), np.full((4, 1), 10.0)])
     stats = rbn.per_replica()
     np.testing.assert_allclose(stats["moving_mean"][:, 0], means)
-    saved = rbn.saved(tmp_path)
-    np.testing.assert_allclose(saved["moving_mean"], [saved_mean])
     if sync:
         np.testing.assert_allclose(stats["moving_variance"][:, 0], [25.0, 25.0])
     rbn.reset()

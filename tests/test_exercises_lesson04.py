@@ -7,15 +7,28 @@ tests/test_exercises.py runs every solution, the unattempted answer, answers of 
 import keras
 from keras import layers
 from test_exercises import not_yet as _not_yet  # the shared checks
+from test_exercises import notebook_snippet
 
 from helpers import exercises
 
 
-def test_04_wrong_counts():
-    truth = exercises.get("04.1").solution()
-    _not_yet("04.1", truth - 1, "counts the towers only")
-    _not_yet("04.1", 2 * truth, "count only the 'biased*' variables")
-    _not_yet("04.1", truth + 7, f"{truth + 7} is not it")
+def test_04_1_the_lessons_broken_drift_check(replicas):
+    """The notebook's replica_gap, unchanged: it reads replica 0's copy twice and never sees drift."""
+    broken = notebook_snippet("04.1")["replica_gap"]
+    _not_yet("04.1", broken, "it returned 0, but the copies differ by", "gives one copy, replica 0's here")
+
+
+def test_04_1_other_wrong_gaps(replicas):
+    _not_yet("04.1", lambda model, strategy: 1.0, "it returned 1, but the copies differ by")
+    _not_yet("04.1", lambda model, strategy: "wide", "must return a number, it returned the string 'wide'")
+    right = exercises.get("04.1").solution()
+    _not_yet("04.1", lambda model, strategy: right(model, strategy) or 0.5, "with synchronized=True the copies are equal")
+    from helpers.batchnorm import replica_gaps
+
+    def uses_the_key(model, strategy):
+        return max(replica_gaps(model, strategy).values())
+
+    _not_yet("04.1", uses_the_key, "not with helpers.batchnorm")
 
 
 def test_04_2_unsynchronized_bn(replicas):

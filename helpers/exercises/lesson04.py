@@ -2,48 +2,79 @@
 
 from __future__ import annotations
 
+import functools
+
 import keras
 import numpy as np
-import tensorflow as tf
 
 from .. import batchnorm
-from . import error_line, model_problem, practice_strategy, quiet_tf, register
-
-# ---- 04.1: how many shadow variables TF >= 1.4 makes for multi_gpu_model's towers ---------------
+from . import describe, error_line, model_problem, practice_strategy, quiet_tf, register
 
 
-def _check_count(answer):
-    truth = _solve_count()  # measured, not remembered: template build + 4 towers
-    if answer == truth:
-        return True, (f"{truth}: one per call of the BN layer - the template's own build plus one per "
-                      "tower - named biased, biased_1, ... (plus as many local_step variables).")
-    if answer == truth - 1:
-        return False, "that counts the towers only: the template model was already built (called) once."
-    if answer == 2 * truth:
-        return False, "count only the 'biased*' variables of moving_mean (local_step ones are separate)."
-    return False, (f"{answer} is not it. Each call of the BN layer's moving-average update creates one "
-                   "'biased' shadow variable; how often is the layer called?")
+def _uneven_step(model) -> None:
+    """One step on 8 rows of 4 features: fit splits them in order, replica 0 gets rows of 0s, replica 1 of 10s."""
+    x = np.concatenate([np.zeros((4, 4), "float32"), np.full((4, 4), 10.0, "float32")])
+    with quiet_tf():
+        model.fit(x, np.zeros((8, 1), "float32"), batch_size=8, epochs=1, shuffle=False, verbose=0)
 
 
-def _solve_count():
-    graph = tf.Graph()
-    with graph.as_default():
-        moving_mean, batch_mean = batchnorm.make_moving_mean()
-        batchnorm.assign_moving_average_tf14(moving_mean, batch_mean, 0.99)  # building the template
-        for i in range(4):                                                   # one call per tower
-            with tf.name_scope(f"replica_{i}"):
-                batchnorm.assign_moving_average_tf14(moving_mean, batch_mean, 0.99)
-    return len([n for n in batchnorm.shadow_variables(graph) if "/biased" in n])
+# ---- 04.1: find and fix - a drift check that reads one replica's copy -----------------------------------------
+
+@functools.cache
+def _trained(strategy) -> dict:
+    """{synchronized: model} after one uneven step, made once: only the learner's function varies."""
+    models = {}
+    for sync in (False, True):
+        with strategy.scope():
+            models[sync] = keras.Sequential([keras.Input((4,)), keras.layers.BatchNormalization(
+                synchronized=sync, momentum=0.5), keras.layers.Dense(1)])
+            models[sync].compile(optimizer="sgd", loss="mse")
+        _uneven_step(models[sync])
+    return models
 
 
-register("04.1", title="shadow variables with TF >= 1.4", checker=_check_count, solution=_solve_count,
-         expects="int", wants="a whole number of variables",
-         hint="each call of the BN layer's moving-average update adds one 'biased' variable: how "
-              "many times is the layer called, from its first build on?")
+def _check_gap(answer):
+    code = getattr(getattr(answer, "python_function", answer), "__code__", None)
+    if code is not None and {"replica_gaps", "replica_values"} & set(code.co_names + code.co_freevars):
+        return False, "write it with the strategy's own API, not with helpers.batchnorm (that is the answer key)"
+    strategy = practice_strategy()
+    got = {}
+    for sync, model in _trained(strategy).items():
+        value = answer(model, strategy)
+        try:
+            got[sync] = (float(value), max(batchnorm.replica_gaps(model, strategy).values()))
+        except (TypeError, ValueError):
+            return False, f"replica_gap must return a number, it returned {describe(value)}"
+    (drift, truth), (synced, _) = got[False], got[True]
+    if abs(drift - truth) > 1e-5:
+        why = (" Reading a mirrored variable (`.numpy()`) gives one copy, replica 0's here, however often you "
+               "read it." if drift == 0 else "")
+        return False, (f"for an unsynchronized model whose replicas saw 0s and 10s it returned {drift:g}, but the "
+                       f"copies differ by {truth:g}.{why} Ask the strategy for every replica's copy of the variable")
+    if abs(synced) > 1e-5:
+        return False, f"with synchronized=True the copies are equal, but it returned {synced:g}"
+    return True, (f"it sees every replica's copy: {drift:g} apart without sync (only replica 0's would be saved), "
+                  f"{synced:g} with synchronized=True")
+
+
+def _solve_gap():
+    def replica_gap(model, strategy):
+        bn = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)][0]
+        # bn.moving_mean is a Keras variable; .value is the MirroredVariable with one copy per replica
+        copies = np.stack([np.asarray(c) for c in strategy.experimental_local_results(bn.moving_mean.value)])
+        return float(np.max(copies.max(axis=0) - copies.min(axis=0)))
+
+    return replica_gap
+
+
+register("04.1", title="find and fix: a drift check that never sees drift", checker=_check_gap,
+         solution=_solve_gap, expects="function", takes=2,
+         wants="a function replica_gap(model, strategy) that returns a number: your fixed version",
+         hint="which replica's copy does reading a mirrored variable give you, and how do you ask the "
+              "strategy for each replica's own value?")
 
 
 # ---- 04.2: a model whose replicas keep the same BatchNorm statistics -------------------------------
-
 
 def _bn_layers(model):
     def walk(parent):
@@ -65,11 +96,8 @@ def _check_sync_bn(answer):
         return False, "the model has no BatchNormalization layer"
     if getattr(model, "optimizer", None) is None:
         return False, "compile the model (inside the scope) so that the checker can train it"
-    # one step on 8 rows of 4 features: fit splits them in order, replica 0 gets the rows of 0, replica 1 those of 10
-    x = np.concatenate([np.zeros((4, 4), "float32"), np.full((4, 4), 10.0, "float32")])
     try:
-        with quiet_tf():
-            model.fit(x, np.zeros((8, 1), "float32"), batch_size=8, epochs=1, shuffle=False, verbose=0)
+        _uneven_step(model)
     except Exception as exc:  # noqa: BLE001 - a model that cannot train on (8, 4) -> (8, 1) is the answer's fault
         return False, f"one training step on 8 rows of 4 features failed: {error_line(exc)}"
     bn = bns[0]
@@ -102,5 +130,5 @@ def _solve_sync_bn():
 register("04.2", title="BatchNorm statistics that agree on every replica", checker=_check_sync_bn,
          solution=_solve_sync_bn, expects="function", takes=1,
          wants="a function make_bn_model(strategy) that returns a compiled Keras model",
-         hint="by default each replica normalizes with its own slice of the batch; section 4 showed the "
+         hint="by default each replica normalizes with its own slice of the batch; section 1 showed the "
               "layer argument that changes that.")
