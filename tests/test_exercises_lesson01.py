@@ -19,29 +19,50 @@ def test_a_per_replica_value_is_named(replicas):
     assert not ok and "you passed a PerReplica value" in text and "experimental_local_results" in text, text
 
 
-def _two_dense(first_units, place):
-    from helpers.devices import ensure_devices
+# ---- 01.1: the replica step ------------------------------------------------------------------------
 
-    a, b = ensure_devices(2)
-    inputs = keras.Input((8,))
-    with tf.device(a):
-        layer1 = keras.layers.Dense(first_units, activation="relu")
-    with tf.device(b):
-        layer2 = keras.layers.Dense(3, activation="softmax")
-    if place:  # call each layer inside its own block: built there
-        with tf.device(a):
-            hidden = layer1(inputs)
-        with tf.device(b):
-            outputs = layer2(hidden)
-    else:      # the trap: created under tf.device, built outside it
-        outputs = layer2(layer1(inputs))
-    return keras.Model(inputs, outputs)
+def _step(loss_of, distribute=True, apply=True, returns="sum"):
+    """A train_step answer: ``loss_of(per_example, x)`` is each replica's loss; the other flags put faults in."""
+    def train_step(strategy, model, optimizer, x, y):
+        dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(len(x))
+        args = next(iter(strategy.experimental_distribute_dataset(dataset))) if distribute else (x, y)
+
+        def replica_step(xs, ys):
+            with tf.GradientTape() as tape:
+                loss = loss_of(tf.square(model(xs, training=True) - ys)[:, 0], len(x))
+            grads = tape.gradient(loss, model.trainable_variables)
+            if apply:
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        losses = strategy.run(replica_step, args=args)
+        return losses if returns == "per_replica" else float(strategy.reduce(returns.upper(), losses, axis=None))
+
+    return train_step
 
 
-def test_01_1_the_lazy_build_trap(replicas):
-    _not_yet("01.1", _two_dense(16, place=False), "both kernels are on")
-    _not_yet("01.1", _two_dense(8, place=True), "expected Dense(16) then Dense(3), got Dense(8)")
+def _global(per_example, global_batch):
+    return tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
 
+
+def test_01_1_the_mean_over_each_replicas_own_rows_is_twice_the_step(replicas):
+    _not_yet("01.1", _step(lambda per_example, _: tf.reduce_mean(per_example)), "the update is 2x one device's step",
+             "divided by the GLOBAL batch")
+
+
+def test_01_1_the_whole_batch_on_every_replica_is_twice_the_step(replicas):
+    _not_yet("01.1", _step(_global, distribute=False), "the update is 2x", "only its slice of the batch")
+
+
+def test_01_1_no_update_and_a_wrong_loss(replicas):
+    _not_yet("01.1", _step(_global, apply=False), "the weights did not change", "inside the function")
+    _not_yet("01.1", _step(_global, returns="mean"), "the update is right, but the loss", "add up the replicas")
+    _not_yet("01.1", _step(_global, returns="per_replica"), "a PerReplica value", "the whole batch's loss as one number")
+    ok, text = exercises.verdict("01.1", _step(_global))
+    assert ok, text                                   # the same answer without a fault is accepted
+
+
+# ---- 01.2: the broken snippet ------------------------------------------------------------------------
 
 def test_01_2_broken_snippet_keeps_adam_on_one_device(replicas):
     _not_yet("01.2", _snippet("01.2")["compile_split"], "all of Adam's slots ended up on",
@@ -51,3 +72,48 @@ def test_01_2_broken_snippet_keeps_adam_on_one_device(replicas):
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
 
     _not_yet("01.2", forgot_return, "it returned None (no `return model`?)")
+
+
+# ---- 01.3: which parallelism ---------------------------------------------------------------------------
+
+def _mesh(shape_of):
+    def choose_mesh(weights_gb, activations_gb, device_gb, devices):
+        return keras.distribution.DeviceMesh(shape=shape_of(len(devices)), axis_names=("batch", "model"),
+                                             devices=devices)
+    return choose_mesh
+
+
+def test_01_3_always_data_parallel_does_not_fit_a_big_model():
+    _not_yet("01.3", _mesh(lambda n: (n, 1)), "for 40 GB of weights", "the mesh (8, 1) puts 41 GB on each device")
+
+
+def test_01_3_always_model_parallel_splits_more_than_it_must():
+    _not_yet("01.3", _mesh(lambda n: (1, n)), "the mesh (1, 8) fits, but (8, 1) fits too")
+
+
+def test_01_3_a_mesh_where_nothing_fits_and_an_error_where_something_does():
+    best = exercises.get("01.3").solution()
+
+    def never_raises(weights_gb, activations_gb, device_gb, devices):
+        try:
+            return best(weights_gb, activations_gb, device_gb, devices)
+        except ValueError:
+            return _mesh(lambda n: (1, n))(weights_gb, activations_gb, device_gb, devices)
+
+    _not_yet("01.3", never_raises, "no mesh fits (the best one still needs 33 GB a device), so raise ValueError")
+
+    def gives_up(weights_gb, activations_gb, device_gb, devices):
+        if weights_gb > device_gb:
+            raise ValueError("too big for one device")
+        return best(weights_gb, activations_gb, device_gb, devices)
+
+    _not_yet("01.3", gives_up, "raised ValueError: too big for one device, but the mesh (2, 4) fits")
+
+
+def test_01_3_a_value_or_another_object_is_not_a_mesh():
+    _not_yet("01.3", lambda w, a, g, devices: keras.distribution.DataParallel(devices=devices),
+             "it returned a Keras object (DataParallel); return keras.distribution.DeviceMesh(")
+    _not_yet("01.3", lambda w, a, g, devices: keras.distribution.DeviceMesh((len(devices), 1), ("data", "model"),
+                                                                             devices), "name the mesh's axes")
+    mesh = exercises.get("01.3").solution()(2, 8, 16, [f"gpu:{i}" for i in range(8)])
+    _not_yet("01.3", mesh, "you passed", "but this exercise wants a function choose_mesh", hint=False)

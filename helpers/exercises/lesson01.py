@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import math
 
 import keras
 import numpy as np
@@ -10,30 +11,90 @@ import tensorflow as tf
 
 from ..devices import ensure_devices
 from ..placement import short_device
-from . import quiet_tf, register
+from . import describe, error_line, practice_strategy, quiet_tf, register
 
-# ---- 01.1: put a model's layers on two devices (and avoid the lazy-build trap) ------------------
-
-
-def _check_placed(answer):
-    dense = [layer for layer in answer.layers if isinstance(layer, keras.layers.Dense)]
-    if len(dense) < 2 or not all(layer.built for layer in dense):
-        return False, "the model needs two built Dense layers (8 -> 16 -> 3); build it with keras.Input((8,))"
-    first, last = dense[0], dense[-1]
-    if (first.units, last.units) != (16, 3):
-        return False, f"expected Dense(16) then Dense(3), got Dense({first.units}) ... Dense({last.units})"
-    want = [short_device(d) for d in ensure_devices(2)]
-    got = [short_device(first.kernel.value.device), short_device(last.kernel.value.device)]
-    if got == want:
-        return True, f"Dense(16) weights live on {got[0]} and Dense(3) weights on {got[1]}: two devices"
-    if got[0] == got[1]:
-        return False, (f"both kernels are on {got[0]}. Creating a layer under tf.device places nothing in "
-                       "Keras 3: the weights are made when the layer is built, i.e. when you call it on "
-                       "the Input. Call each layer inside its own tf.device block.")
-    return False, f"kernels on {got}, expected {want} (first layer on REPLICAS[0], last on REPLICAS[1])"
+# ---- 01.1: one data-parallel step by hand, against one device's step on the whole batch ----------------
 
 
-def _solve_placed():
+def _step_data():
+    x = np.linspace(-1, 1, 24, dtype="float32").reshape(8, 3)
+    return x, (x @ np.array([[1.0], [-2.0], [0.5]], "float32") + 0.3) ** 2
+
+
+def _check_replica_step(answer):
+    strategy = practice_strategy()
+    n, (x, y) = strategy.num_replicas_in_sync, _step_data()
+    start = [np.full((3, 1), 0.1, "float32"), np.zeros(1, "float32")]
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        optimizer = keras.optimizers.SGD(learning_rate=0.1)
+    model.set_weights(start)
+    with quiet_tf():
+        loss = answer(strategy, model, optimizer, x, y)
+    one = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])   # one device, the whole batch
+    one.set_weights(start)
+    with tf.GradientTape() as tape:
+        want_loss = tf.reduce_mean(tf.square(one(x) - y))
+    grads = tape.gradient(want_loss, one.trainable_variables)
+    want = np.concatenate([(w - 0.1 * g.numpy()).ravel() for w, g in zip(start, grads)])
+    base = np.concatenate([w.ravel() for w in start])
+    copies = [np.concatenate([v.value.values[i].numpy().ravel() for v in model.trainable_variables])
+              for i in range(n)]
+    got, step, want_step = copies[0], copies[0] - base, want - base
+    if np.allclose(got, base):
+        return False, ("the weights did not change: call optimizer.apply_gradients(...) inside the function "
+                       "that strategy.run runs on every replica")
+    if not all(np.allclose(c, got) for c in copies):
+        return False, "the replicas' copies of the weights differ after the step: every replica must apply it"
+    if not np.allclose(got, want, rtol=1e-4, atol=1e-6):
+        ratio = float(np.dot(step, want_step) / np.dot(want_step, want_step))
+        if math.isclose(ratio, n, rel_tol=1e-3):
+            return False, (f"the update is {n}x one device's step on the whole batch: the replicas' gradients are "
+                           "summed, so each replica's loss must be its rows' sum divided by the GLOBAL batch (not a "
+                           "mean over its own rows), and each replica must get only its slice of the batch")
+        return False, (f"the new weights {np.round(got, 4).tolist()} are not one device's SGD step on the whole batch "
+                       f"({np.round(want, 4).tolist()})")
+    if hasattr(loss, "values") or not isinstance(loss, (float, np.floating)) and not hasattr(loss, "numpy"):
+        return False, (f"train_step returned {describe(loss)}; return the whole batch's loss as one number "
+                       "(strategy.reduce adds up the replicas' parts)")
+    got_loss = float(loss)
+    if not math.isclose(got_loss, float(want_loss), rel_tol=1e-4):
+        return False, (f"the update is right, but the loss {got_loss:.5f} is not the whole batch's mean squared "
+                       f"error {float(want_loss):.5f}: add up the replicas' losses, each divided by the global batch")
+    return True, (f"{n} replicas, each on its {len(x) // n} rows with its loss divided by the global batch of {len(x)}: "
+                  "their summed gradients gave exactly one device's step on the whole batch")
+
+
+def _solve_replica_step():
+    def train_step(strategy, model, optimizer, x, y):
+        global_batch = len(x)
+        dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch)
+        x_dist, y_dist = next(iter(strategy.experimental_distribute_dataset(dataset)))   # a slice per replica
+
+        def replica_step(x, y):
+            with tf.GradientTape() as tape:
+                per_example = tf.square(model(x, training=True) - y)[:, 0]
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))   # all-reduce (sum), then update
+            return loss
+
+        losses = strategy.run(replica_step, args=(x_dist, y_dist))
+        return float(strategy.reduce("SUM", losses, axis=None))
+
+    return train_step
+
+
+register("01.1", title="one data-parallel step by hand", checker=_check_replica_step, solution=_solve_replica_step,
+         expects="function", takes=5, wants="a function train_step(strategy, model, optimizer, x, y) -> float",
+         hint="follow the lesson's step: the batch split over the replicas, each replica's loss over the global "
+              "batch, the update inside strategy.run, the replicas' losses added up.")
+
+# ---- 01.2: find and fix - the optimizer state of a split model ---------------------------------
+
+
+def _split_functional():
+    """Dense(16) built on the first replica device, Dense(3) on the second (a functional model: the weights split)."""
     first, second = ensure_devices(2)
     with tf.device(first):
         inputs = keras.Input((8,))
@@ -43,15 +104,8 @@ def _solve_placed():
     return keras.Model(inputs, outputs)
 
 
-register("01.1", title="place two layers on two devices", checker=_check_placed, solution=_solve_placed,
-         expects="keras.Model", wants="a keras.Model (8 inputs -> Dense(16) -> Dense(3))",
-         hint="a layer's weights are created when the layer is built, not when it is constructed: "
-              "where does your code build each layer?")
-
-# ---- 01.2: find and fix - the optimizer state of a split model ---------------------------------
-
 def _check_compile_split(answer):
-    model = _solve_placed()          # the lesson's split model: Dense(16) on one device, Dense(3) on the other
+    model = _split_functional()
     result = answer(model)
     if result is not model:
         return False, ("compile_split(model) must compile the model it is given and return it, it returned "
@@ -90,3 +144,64 @@ register("01.2", title="find and fix: where Adam keeps its state", checker=_chec
          wants="a function compile_split(model): your fixed version",
          hint="when, and under which device, are the optimizer's per-weight variables created? Section "
               "'Third trap' measured it.")
+
+# ---- 01.3: which parallelism? A mesh for a model, a batch and some devices --------------------------------
+
+#: (weights GB, activations GB of the global batch, GB per device, devices) -> the mesh shape, or None: none fits.
+SITUATIONS = [((2, 8, 16, 8), (8, 1)), ((40, 8, 16, 8), (2, 4)), ((1, 60, 16, 4), (4, 1)),
+              ((30, 6, 16, 6), (2, 3)), ((100, 8, 16, 4), None), ((20, 40, 16, 2), None)]
+
+
+def _per_device(weights, activations, shape):
+    return weights / shape[1] + activations / shape[0]
+
+
+def _check_mesh(answer):
+    for (weights, activations, device_gb, n), want in SITUATIONS:
+        devices = [f"gpu:{i}" for i in range(n)]
+        case = f"{weights} GB of weights, {activations} GB of activations on {n} devices of {device_gb} GB"
+        try:
+            mesh = answer(weights, activations, device_gb, list(devices))
+        except ValueError as exc:
+            if want is None:
+                continue
+            return False, f"for {case} it raised {error_line(exc)}, but the mesh {want} fits"
+        if want is None:
+            least = min(_per_device(weights, activations, (n // m, m)) for m in range(1, n + 1) if n % m == 0)
+            return False, (f"for {case} no mesh fits (the best one still needs {least:g} GB a device), so raise "
+                           f"ValueError; it returned {describe(mesh)}")
+        if not isinstance(mesh, keras.distribution.DeviceMesh):
+            return False, (f"for {case} it returned {describe(mesh)}; return keras.distribution.DeviceMesh(shape="
+                           "(d, m), axis_names=('batch', 'model'), devices=devices)")
+        shape = tuple(int(s) for s in mesh.shape)
+        if tuple(mesh.axis_names) != ("batch", "model"):
+            return False, f"name the mesh's axes ('batch', 'model'), in that order, not {tuple(mesh.axis_names)}"
+        if [str(d) for d in np.asarray(mesh.devices).ravel()] != devices:
+            return False, f"for {case} the mesh must hold every device given, in order"
+        need = _per_device(weights, activations, shape)
+        if need > device_gb:
+            return False, f"for {case} the mesh {shape} puts {need:g} GB on each device: more than {device_gb} GB"
+        if shape != want:
+            return False, (f"for {case} the mesh {shape} fits, but {want} fits too with the weights split fewer "
+                           "ways: split the model only as far as it must, the rest is data parallelism")
+    return True, ("every situation gets the least model splitting that fits: data parallelism while the weights fit, "
+                  "a model axis only when they do not, and an error when nothing fits")
+
+
+def _solve_mesh():
+    def choose_mesh(weights_gb, activations_gb, device_gb, devices):
+        n = len(devices)
+        for m in range(1, n + 1):                 # split the weights as few ways as possible
+            d = n // m
+            if n % m == 0 and weights_gb / m + activations_gb / d <= device_gb:
+                return keras.distribution.DeviceMesh(shape=(d, m), axis_names=("batch", "model"), devices=devices)
+        raise ValueError(f"{weights_gb} GB of weights do not fit on {n} devices of {device_gb} GB")
+
+    return choose_mesh
+
+
+register("01.3", title="which parallelism: a mesh for a situation", checker=_check_mesh, solution=_solve_mesh,
+         expects="function", takes=4,
+         wants="a function choose_mesh(weights_gb, activations_gb, device_gb, devices) -> keras.distribution.DeviceMesh",
+         hint="try the model axis sizes that divide the device count, smallest first, and keep the first whose "
+              "memory per device fits.")
