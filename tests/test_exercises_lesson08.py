@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from keras import distribution as kd
 from test_exercises import not_yet as _not_yet  # the shared checks
 
 from helpers import exercises
@@ -31,11 +32,37 @@ def _snippet(key, **names):
     return scope
 
 
-def test_08_1_wrong_shards():
-    right = exercises.get("08.1").solution()
-    _not_yet("08.1", {**right, "d1_kernel_per_device": (64, 128)}, "splits the 128 columns")
-    _not_yet("08.1", {**right, "batch_per_device_model_parallel": 16}, "batch_dim_name='data' only")
-    _not_yet("08.1", {"devices_per_d1_block": 2}, "expected the keys")
+def _dp(devices):
+    return kd.DataParallel(devices=devices)
+
+
+def _one_row(devices):                    # every device on 'model': the batch is never split
+    mesh = kd.DeviceMesh((1, len(devices)), ("data", "model"), devices)
+    layout_map = kd.LayoutMap(mesh)
+    layout_map[".*d1/kernel"] = (None, "model")
+    layout_map[".*d2/kernel"] = ("model", None)
+    return kd.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+
+
+def _guide_keys(devices):                 # 2023 guide keys: match nothing on Keras >= 3.14; the batch over 'model'
+    mesh = kd.DeviceMesh((len(devices) // 2, 2), ("data", "model"), devices)
+    layout_map = kd.LayoutMap(mesh)
+    layout_map["d1/kernel"] = (None, "model")
+    layout_map[".*d2/kernel"] = ("model", None)
+    return kd.ModelParallel(layout_map=layout_map, batch_dim_name="model")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer, phrases", [
+    (_dp, ["returned a DataParallel: only a ModelParallel lays weights out"]),
+    (_one_row, ["on 4 devices", "the 'model' axis should have 2 devices", "is split over 'data', 64 rows a device, "
+                "want 32 over 'data'"]),
+    (_guide_keys, ["each device holds d1/kernel as (64, 128)" if at_least("keras", "3.14") else "on 4 devices",
+                   "is split over 'model', 32 rows a device", "which must be the 'data' axis"]),
+], ids=["DataParallel", "mesh (1, N)", "guide keys, batch over model"])
+def test_08_1_wrong_distributions_say_what_is_wrong(answer, phrases):
+    """Built in a fresh JAX process with 4 devices (this test process runs Keras on TensorFlow)."""
+    _not_yet("08.1", answer, *phrases)
 
 
 def test_08_2_lookup_on_tensorflow(replicas):

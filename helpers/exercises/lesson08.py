@@ -1,18 +1,28 @@
 """Exercises of 08_keras3_distribution_api.
 
-They run in the notebook's JAX kernel and in the TensorFlow test process alike: 08.1 is arithmetic, 08.2 reads
-real shardings under JAX and looks the paths up elsewhere.
+They run in the notebook's JAX kernel and in the TensorFlow test process alike: 08.1 builds the model under the
+answer in the kernel, else in a fresh JAX process; 08.2 reads real shardings under JAX and looks the paths up
+elsewhere.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
+import textwrap
 
 import keras
+import numpy as np
 from keras import distribution as kd
 
 from ..versions import at_least
-from . import describe, register
+from . import describe, error_line, jax_devices_here, register, run_in_jax
+
+
+def _mlp():
+    """The lesson's MLP: 64 -> d1 (128, relu) -> d2 (10, softmax), weight paths mlp/d1/kernel..."""
+    return keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu", name="d1"),
+                             keras.layers.Dense(10, activation="softmax", name="d2")], name="mlp")
 
 
 def _mesh():
@@ -23,42 +33,95 @@ def _mesh():
     return kd.DeviceMesh(shape, ("data", "model"), devices)
 
 
-# ---- 08.1: what one device holds ----------------------------------------------------------------
+# ---- 08.1: a ModelParallel for any even number of devices ---------------------------------------------
 
-MESH_08_1 = {"data": 2, "model": 2}       # d1's kernel is (64, 128), the global batch 64
+def _facts_here(fn, n: int) -> dict:
+    """Build the lesson's MLP under ``fn(devices)`` on this process's first ``n`` JAX devices; what came out."""
+    devices = kd.list_devices()[:n]
+    try:
+        dist = fn(devices)
+        if not (hasattr(dist, "scope") and hasattr(dist, "device_mesh")):   # DataParallel, ModelParallel
+            raise TypeError(f"distribution_for(devices) returned {describe(dist)}, not a keras.distribution")
+        with dist.scope():
+            model = _mlp()
+        batch = dist.get_data_layout((64, 64))
+    except Exception as exc:  # the learner's code fails: that is the verdict
+        return {"n": n, "error": error_line(exc)}
+    mesh = dist.device_mesh
+    kernels = {name: list(k.value.sharding.shard_shape(k.shape))
+               for name, k in ((n_, model.get_layer(n_).kernel) for n_ in ("d1", "d2"))}
+    axis = batch.axes[0]   # the batch dimension's mesh axis (None: every device gets the whole batch)
+    rows = 64 // (mesh.shape[list(mesh.axis_names).index(axis)] if axis else 1)
+    return {"n": n, "error": None, "kind": type(dist).__name__, "mesh": dict(zip(mesh.axis_names, mesh.shape)),
+            "devices": int(np.prod(mesh.shape)), "kernels": kernels, "rows": rows, "batch_axis": axis}
 
 
-def _check_shards(answer):
-    want = _solve_shards()
-    if set(want) - set(answer):
-        return False, f"expected the keys {sorted(want)}, got {sorted(map(repr, answer))}"
-    why = {"d1_kernel_per_device": "(None, 'model') keeps all 64 rows and splits the 128 columns over the "
-                                   "2 devices of the 'model' axis",
-           "devices_per_d1_block": "each half of the kernel is replicated along the other axis, 'data' (2 devices)",
-           "batch_per_device_model_parallel": "ModelParallel splits the batch along batch_dim_name='data' only "
-                                              "(2 ways); the 'model' devices of a row share the same examples",
-           "batch_per_device_data_parallel": "DataParallel over all 4 devices splits the batch 4 ways"}
-    wrong = [f"{k}={answer[k]!r}: {why[k]}" for k in want
-             if (tuple(answer[k]) if isinstance(answer[k], (list, tuple)) else answer[k]) != want[k]]
+def _facts(fn) -> dict:
+    """:func:`_facts_here` in lesson 08's kernel (Keras on JAX), else in a fresh JAX process with 4 devices, to
+    which the answer travels as its source."""
+    n = jax_devices_here()
+    if n:
+        return _facts_here(fn, n)
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        raise ValueError("cannot read this function's source: define it in a cell or a file") from None
+    return run_in_jax(f"""
+        import json, keras, numpy as np
+        from keras import distribution as kd
+        from helpers.exercises.lesson08 import _facts_here
+        namespace = dict(kd=kd, keras=keras, np=np)
+        exec({src!r}, namespace)
+        print(json.dumps(_facts_here(namespace[{fn.__name__!r}], 4)))
+    """, 4)
+
+
+def _check_distribution(answer):
+    f = _facts(answer)
+    n = f["n"]
+    if f["error"]:
+        return False, f"on {n} devices, building the lesson's mlp() under your distribution fails: {f['error']}"
+    if f["kind"] != "ModelParallel":
+        return False, (f"distribution_for returned a {f['kind']}: only a ModelParallel lays weights out by a "
+                       "LayoutMap (DataParallel replicates every weight)")
+    mesh, wrong = f["mesh"], []
+    if f["devices"] != n:
+        wrong.append(f"the mesh {mesh} holds {f['devices']} devices, not all {n}")
+    if mesh.get("model") != 2:
+        wrong.append(f"the 'model' axis should have 2 devices, the mesh is {mesh}")
+    if f["kernels"]["d1"] != [64, 64]:
+        wrong.append(f"each device holds d1/kernel as {tuple(f['kernels']['d1'])}, want (64, 64): its columns "
+                     "split over 'model' (a key must match the whole path, 'mlp/d1/kernel')")
+    if f["kernels"]["d2"] != [64, 10]:
+        wrong.append(f"each device holds d2/kernel as {tuple(f['kernels']['d2'])}, want (64, 10): its rows "
+                     "split over 'model'")
+    want_rows = 64 // max(n // 2, 1)
+    if f["rows"] != want_rows or f["batch_axis"] != "data":
+        wrong.append(f"a global batch of 64 is split over {f['batch_axis']!r}, {f['rows']} rows a device, want "
+                     f"{want_rows} over 'data': the batch is split along batch_dim_name, which must be the 'data' "
+                     "axis")
     if wrong:
-        return False, "; ".join(wrong)
-    return True, (f"each device holds a {want['d1_kernel_per_device']} block (2 devices per block) and "
-                  f"{want['batch_per_device_model_parallel']} examples per step, against "
-                  f"{want['batch_per_device_data_parallel']} under DataParallel with whole weights everywhere")
+        return False, f"on {n} devices: " + "; ".join(wrong)
+    return True, (f"on {n} devices: a {mesh} mesh, d1 split by columns and d2 by rows over the 2 'model' "
+                  f"devices, and each global batch of 64 split {n // 2} way(s) over 'data'")
 
 
-def _solve_shards():
-    data, model = MESH_08_1["data"], MESH_08_1["model"]
-    return {"d1_kernel_per_device": (64, 128 // model),            # columns split over 'model'
-            "devices_per_d1_block": data,                         # replicated along 'data'
-            "batch_per_device_model_parallel": 64 // data,         # batch split over 'data' only
-            "batch_per_device_data_parallel": 64 // (data * model)}  # batch split over every device
+def _solve_distribution():
+    def distribution_for(devices):
+        mesh = kd.DeviceMesh((len(devices) // 2, 2), ("data", "model"), devices)
+        layout_map = kd.LayoutMap(mesh)
+        layout_map[".*d1/kernel"] = (None, "model")       # columns
+        layout_map[".*d2/kernel"] = ("model", None)       # rows
+        return kd.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+
+    return distribution_for
 
 
-register("08.1", title="what one device of a 2x2 mesh holds", checker=_check_shards, solution=_solve_shards,
-         expects="dict", wants="a dict with the four keys named in the exercise",
-         hint="a named axis splits that dimension over the devices of that mesh axis; unnamed axes "
-              "replicate. Compare with distribution.show_layouts(mp_model).")
+register("08.1", title="a ModelParallel for any even number of devices", checker=_check_distribution,
+         solution=_solve_distribution, expects="function", takes=1,
+         wants="a function distribution_for(devices) that returns a keras.distribution.ModelParallel",
+         hint="the mesh's shape multiplies to the device count; write the keys as the lesson does; which mesh "
+              "axis does ModelParallel split each batch over?")
 
 
 # ---- 08.2: find and fix - the 2023 guide's LayoutMap keys ------------------------------------------
@@ -73,18 +136,14 @@ def _layouts(layout_map):
 
     ModelParallel really shards only on the JAX backend with a 'model' axis of 2 or more devices.
     """
-    def mlp():
-        return keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu", name="d1"),
-                                 keras.layers.Dense(10, activation="softmax", name="d2")], name="mlp")
-
     if keras.backend.backend() == "jax" and _mesh().shape[1] >= 2:
         with kd.ModelParallel(layout_map=layout_map, batch_dim_name="data").scope():
-            model = mlp()
+            model = _mlp()
         specs = {v.path: tuple(v.value.sharding.spec) + (None,) * (len(v.shape) - len(v.value.sharding.spec))
                  for v in model.weights}                     # a jax spec leaves its trailing Nones out
         return specs, "read from each weight's jax sharding"
     specs = {v.path: tuple(layout_map[v.path].axes) if layout_map[v.path] is not None else (None,) * len(v.shape)
-             for v in mlp().weights}
+             for v in _mlp().weights}
     return specs, ("looked up in the LayoutMap: on the TensorFlow backend keras.distribution shards nothing, "
                    "lesson 08 showed why")
 
