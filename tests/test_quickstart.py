@@ -7,7 +7,9 @@ process, from an empty folder, where the course's helpers cannot be imported, as
 
 import ast
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -54,12 +56,15 @@ def test_script_is_short_and_needs_no_helpers():
     tree = ast.parse(text)
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert imported == {"keras", "numpy", "tensorflow", "sklearn"}, imported
+    assert imported == {"os", "keras", "tensorflow", "sklearn"}, imported
     for call in ("tf.config.list_physical_devices(\"GPU\")", "tf.config.set_logical_device_configuration(",
                  "tf.distribute.MirroredStrategy()", "* strategy.num_replicas_in_sync", "drop_remainder=True",
-                 "with strategy.scope():", "model.compile(", "model.fit(",
-                 'keras.callbacks.ModelCheckpoint("best.keras", monitor="val_accuracy", save_best_only=True)',
-                 "keras.callbacks.BackupAndRestore(", "load_digits", 'print("replicas:"', "assert replicas =="):
+                 "strategy.extended.worker_devices", "learning_rate = ", "with strategy.scope():",
+                 "model.compile(", "model.fit(",
+                 'keras.callbacks.ModelCheckpoint("best.keras", monitor="val_accuracy", save_best_only=True',
+                 "initial_value_threshold=", "keras.callbacks.BackupAndRestore(", "load_digits",
+                 'print(f"replicas: {strategy.num_replicas_in_sync} on',
+                 "assert strategy.num_replicas_in_sync == max(len(gpus), 2)"):
         assert call in text, f"the quick start must write {call}"
 
 
@@ -84,6 +89,7 @@ def test_runs_alone_in_an_empty_folder(tmp_path):
     lines = run.stdout.splitlines()
     replicas = [ln for ln in lines if ln.startswith("replicas: ")]
     assert len(replicas) == 1 and int(replicas[0].split()[1]) >= 2, run.stdout
+    assert "device:" in replicas[0], "the script prints the replicas' devices"
     assert any(ln.startswith("best.keras reloads: val_accuracy ") for ln in lines), run.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.keras", "train_2gpus.py"]   # backup/ removed
 
@@ -92,3 +98,63 @@ def test_helpers_really_fail_to_import_in_that_process(tmp_path):
     probe = "import sys; sys.modules['helpers'] = None\ntry:\n    import helpers\nexcept ImportError:\n    print('blocked')"
     run = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert run.stdout.strip() == "blocked", (run.stdout, run.stderr)
+
+
+#: Run the quick start, but SIGKILL it right after BackupAndRestore saved epoch N (sys.argv[1]); print each
+#: epoch's val_accuracy first (the progress line of the killed epoch never comes). The script itself is unchanged.
+_KILLED_AFTER = """
+import os, runpy, signal, sys
+import keras
+sys.modules["helpers"] = None
+kill_after, save = int(sys.argv[1]), keras.callbacks.BackupAndRestore.on_epoch_end
+def on_epoch_end(self, epoch, logs=None):
+    save(self, epoch, logs)
+    print("epoch", epoch + 1, "val_accuracy", logs["val_accuracy"], flush=True)
+    if epoch + 1 == kill_after:
+        os.kill(os.getpid(), signal.SIGKILL)
+keras.callbacks.BackupAndRestore.on_epoch_end = on_epoch_end
+runpy.run_path("train_2gpus.py", run_name="__main__")
+"""
+
+
+def _untrain(weights_h5: Path) -> None:
+    """Overwrite the model's weights in a BackupAndRestore file with fresh small random ones (the optimizer's
+    state and the epoch counter stay): the resumed epoch then starts almost from scratch and ends worse."""
+    import h5py
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    with h5py.File(weights_h5, "r+") as f:
+        for layer in f["layers"].values():
+            for var in layer["vars"].values():
+                var[...] = rng.normal(0, 0.05, var.shape) if var.ndim == 2 else 0.0
+
+
+@pytest.mark.slow
+def test_a_resumed_run_keeps_the_best_model(tmp_path):
+    """Killed after epoch 5 (the best so far), resumed from a backup whose epoch 6 is worse: best.keras must still
+    be epoch 5's model. (Before initial_value_threshold, the resumed ModelCheckpoint started with best=None and
+    epoch 6 overwrote best.keras.)"""
+    (tmp_path / "train_2gpus.py").write_text(_script(), encoding="utf-8")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AFTER, "5"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr[-3000:])
+    before = [float(ln.split()[-1]) for ln in killed.stdout.splitlines() if ln.startswith("epoch ")]
+    assert len(before) == 5 and (tmp_path / "backup").is_dir(), killed.stdout
+    _untrain(tmp_path / "backup" / "latest.weights.h5")
+
+    no_helpers = "import runpy, sys; sys.modules['helpers'] = None; runpy.run_path('train_2gpus.py', run_name='__main__')"
+    resumed = subprocess.run([sys.executable, "-c", no_helpers], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120, env=env)
+    after = [float(m) for m in re.findall(r"val_accuracy: ([0-9.]+)", resumed.stdout)]
+    assert len(after) == 1 and after[0] < max(before) - 0.1, (  # the set-up: one epoch left, and a worse one
+        f"expected one resumed epoch worse than the best of {before}: {after}\n{resumed.stdout}")
+    reloads = [ln for ln in resumed.stdout.splitlines() if ln.startswith("best.keras reloads: val_accuracy ")]
+    assert reloads, resumed.stdout + resumed.stderr[-3000:]
+    kept = float(reloads[0].split()[-1])
+    assert abs(kept - max(before)) < 0.002, (
+        f"best.keras holds val_accuracy {kept}: the resumed epoch ({after[0]}) overwrote the best before the kill "
+        f"({max(before):.4f})")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert not (tmp_path / "backup").exists()
