@@ -1,14 +1,13 @@
 """Lesson 00's checkers explain wrong answers, 00.2's ("make this model train on 2 replicas") on 2 replicas.
 
 tests/test_exercises.py covers the solutions, the unattempted answers, answers of the wrong kind and the hints.
-Here 00.1's wrong counts, and the learner's code of 00.2 run on the checker's two replicas.
+Here 00.1's wrong batch sizes and learning rates, and the learner's code of 00.2 run on the checker's two replicas.
 """
 
 import json
 from pathlib import Path
 
 import keras
-import numpy as np
 import pytest
 
 from helpers import exercises
@@ -117,9 +116,26 @@ def test_check_train_on_replicas_takes_the_rows_per_replica(replicas):
     assert not ok and "64 rows per step; 16 rows on each of 2 replicas is 32 rows per step" in text, text
 
 
-@pytest.mark.parametrize("key, answer, words", [
-    ("00.1", 1, "a single device - did you pass devices=REPLICAS?"),
-    ("00.1", np.int64(3), "3 replicas: the strategy should use exactly the devices in REPLICAS"),
+@pytest.mark.parametrize("answer, words", [
+    (lambda s: (32, 1e-3 * s.num_replicas_in_sync ** 0.5), "the global batch is 32, not 64: 32 is one replica's rows"),
+    (lambda s: (64, 1e-3 * s.num_replicas_in_sync ** 0.5), "with 1 replicas the global batch is 64, not 32: is the "
+                                                           "replica count written in?"),
+    (lambda s: (32 * s.num_replicas_in_sync, 1e-3 * s.num_replicas_in_sync), "learning rate is 0.002, not "
+                                                                             "0.00141421: Adam's rate grows like the"),
+    (lambda s: (32 * s.num_replicas_in_sync, 1e-3), "rate is 0.001, not 0.00141421: the rate must grow"),
+    (lambda s: (32 * s.num_replicas_in_sync, 1e-3 * 2 ** 0.5), "with 1 replicas the learning rate is 0.00141421, "
+                                                               "not 0.001: is the replica count written in?"),
+    (lambda s: 32 * s.num_replicas_in_sync, "batch_and_lr returned the number 64: return two numbers"),
 ])
-def test_00_1_values(key, answer, words, replicas):
-    _not_yet(answer, words, key=key)
+def test_00_1_wrong_batch_or_rate(answer, words, replicas):
+    _not_yet(answer, words, key="00.1")
+
+
+def test_00_1_reads_the_devices_too(replicas):
+    """An answer that counts the strategy's devices instead of num_replicas_in_sync is right as well."""
+    def batch_and_lr(strategy):
+        n = len(strategy.extended.worker_devices)
+        return 32 * n, 1e-3 * n ** 0.5
+
+    ok, text = exercises.verdict("00.1", batch_and_lr)
+    assert ok and "256 rows and 0.00283 on 8" in text, text

@@ -2,39 +2,54 @@
 
 from __future__ import annotations
 
+import math
+from types import SimpleNamespace
 from typing import Any
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from ..devices import ensure_devices
-from . import error_line, model_problem, practice_strategy, quiet_tf, register
+from . import describe, error_line, model_problem, practice_strategy, quiet_tf, register
 
-# ---- 00.1: count the replicas -------------------------------------------------------------------------
+# ---- 00.1: scale the batch and the learning rate --------------------------------------------------------------
 
 
-def _check_replicas(answer):
-    answer = int(answer)
-    if answer == 2:
-        return True, "2 replicas: MirroredStrategy over the two devices that ensure_devices(2) returned."
-    if answer == 1:
-        return False, "1 would be a strategy over a single device - did you pass devices=REPLICAS?"
-    return False, f"{answer} replicas: the strategy should use exactly the devices in REPLICAS."
+def _check_batch_and_lr(answer):
+    """Call ``answer`` with 1, 2 and 8 replicas (stand-ins with ``num_replicas_in_sync``; 2: the practice strategy)."""
+    for n in (2, 1, 8):
+        strategy = practice_strategy() if n == 2 else SimpleNamespace(
+            num_replicas_in_sync=n, extended=SimpleNamespace(worker_devices=tuple(f"/gpu:{i}" for i in range(n))))
+        got = answer(strategy)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            return False, f"batch_and_lr returned {describe(got)}: return two numbers, (global_batch, learning_rate)"
+        batch, lr = got
+        if batch != 32 * n:
+            why = ("32 is one replica's rows; fit's batch is the global one" if batch == 32 else
+                   "is the replica count written in? Read it from the strategy" if batch == 64 else "")
+            return False, f"with {n} replicas the global batch is {batch}, not {32 * n}" + (f": {why}" if why else "")
+        if not math.isclose(lr, 1e-3 * math.sqrt(n), rel_tol=1e-6):
+            why = ("Adam's rate grows like the square root of the batch; times N is SGD's linear rule"
+                   if math.isclose(lr, 1e-3 * n) else "the rate must grow with the global batch"
+                   if math.isclose(lr, 1e-3) else "is the replica count written in? Read it from the strategy"
+                   if math.isclose(lr, 1e-3 * math.sqrt(2)) else "expected 1e-3 x sqrt(replicas)")
+            return False, f"with {n} replicas the learning rate is {lr:g}, not {1e-3 * math.sqrt(n):.6g}: {why}"
+    return True, ("32 rows on each replica and Adam's rate times sqrt(N): 64 rows and 0.00141 on 2 replicas, "
+                  "256 rows and 0.00283 on 8")
 
 
-def _solve_replicas():
-    # In the notebook: strategy.num_replicas_in_sync, the strategy made above (one per kernel, lesson 04).
-    # A second strategy in the same kernel passes ReductionToOneDevice (no collective ops, no clash):
-    second = tf.distribute.MirroredStrategy(devices=ensure_devices(2),
-                                            cross_device_ops=tf.distribute.ReductionToOneDevice())
-    return second.num_replicas_in_sync
+def _solve_batch_and_lr():
+    def batch_and_lr(strategy):
+        replicas = strategy.num_replicas_in_sync
+        return 32 * replicas, 1e-3 * replicas ** 0.5   # N x the batch: Adam x sqrt(N)
+
+    return batch_and_lr
 
 
-register("00.1", title="count the replicas", checker=_check_replicas, solution=_solve_replicas,
-         expects="int", wants="a whole number: how many replicas the strategy keeps in sync",
-         hint="use the strategy that the all-reduce example above built over REPLICAS; a strategy "
-              "has an attribute that counts the replicas it keeps in sync.")
+register("00.1", title="scale the batch and the learning rate", checker=_check_batch_and_lr,
+         solution=_solve_batch_and_lr, expects="function", takes=1,
+         wants="a function batch_and_lr(strategy) returning (global_batch, learning_rate)",
+         hint="both come from one attribute of the strategy; the batch grows like the replica count, Adam's "
+              "rate more slowly (the quick start's comment says how).")
 
 # ---- 00.2: make this model train on 2 replicas ----------------------------------------------------------
 
