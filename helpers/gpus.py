@@ -2,7 +2,8 @@
 
 Why: lesson 02 shows what goes wrong with ``os.environ["CUDA_VISIBLE_DEVICES"] = "3,5"``: CUDA parses
 the value leniently (a typo silently hides GPUs), renumbers the visible GPUs from 0, and its default
-order need not match ``nvidia-smi``'s.  The SAMPLE outputs stand in where there is no ``nvidia-smi``.
+order need not match ``nvidia-smi``'s.  The SAMPLE output (an imaginary 8-GPU server) is what the lesson shows
+and what its exercises' checkers try answers on.
 """
 
 from __future__ import annotations
@@ -37,14 +38,6 @@ index, uuid, pci.bus_id, name, memory.used [MiB], memory.total [MiB]
 7, GPU-c1ae8d9f-f4bc-40d1-8f98-7de2aecfd078, 00000000:B2:00.0, Tesla V100-SXM2-16GB, 258 MiB, 16160 MiB
 """
 
-#: SAMPLE output for an imaginary workstation with two *different* GPUs (not this machine):
-#: nvidia-smi numbers them by PCI bus, CUDA's default FASTEST_FIRST order may put the RTX 3090 first.
-SAMPLE_MIXED_NVIDIA_SMI_CSV = """\
-index, uuid, pci.bus_id, name, memory.used [MiB], memory.total [MiB]
-0, GPU-1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9, 00000000:01:00.0, NVIDIA GeForce GTX 1080 Ti, 312 MiB, 11264 MiB
-1, GPU-2a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d, 00000000:02:00.0, NVIDIA GeForce RTX 3090, 1 MiB, 24576 MiB
-"""
-
 _UUID_RE = re.compile(r"^(GPU|MIG)-[0-9a-fA-F][0-9a-fA-F-]*$")
 _FIELDS = {"index": "index", "uuid": "uuid", "pci.bus_id": "pci_bus_id", "name": "name",
            "memory.used": "memory_used_mib", "memory.total": "memory_total_mib"}
@@ -67,11 +60,6 @@ class GpuInfo:
         used, total = self.memory_used_mib, self.memory_total_mib
         return None if used is None or total is None else total - used
 
-    def as_row(self) -> dict:
-        """A dict for :func:`helpers.tables.format_table`."""
-        return {"index": self.index, "name": self.name, "pci.bus_id": self.pci_bus_id,
-                "used MiB": self.memory_used_mib, "total MiB": self.memory_total_mib,
-                "free MiB": self.memory_free_mib, "uuid": self.uuid}
 
 
 def _mib(value: str, column: str, lineno: int) -> Optional[int]:
@@ -195,16 +183,6 @@ def parse_cuda_visible_devices(value: Optional[str]) -> Optional[list[Entry]]:
             raise ValueError(f"CUDA_VISIBLE_DEVICES={value!r}: GPU {token} is listed twice")
         entries.append(entry)
     return entries
-
-
-def tensorflow_names(value: Optional[str]) -> dict[Entry, str]:
-    """``"3,5"`` -> ``{3: "/GPU:0", 5: "/GPU:1"}``: the visible GPUs renumbered from 0 in the order listed.
-    Unset (None) -> ``ValueError``: the names then depend on the machine (use :func:`resolve_visible`)."""
-    entries = parse_cuda_visible_devices(value)
-    if entries is None:
-        raise ValueError("CUDA_VISIBLE_DEVICES is unset: every GPU is visible, numbered as CUDA "
-                         "enumerates them; pass the machine's GPUs to resolve_visible() instead")
-    return {entry: f"/GPU:{k}" for k, entry in enumerate(entries)}
 
 
 @dataclass(frozen=True)

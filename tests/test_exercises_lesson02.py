@@ -9,13 +9,41 @@ import pytest
 from test_exercises import not_yet as _not_yet  # the shared checks
 from test_exercises import notebook_snippet as _snippet
 
+from helpers import exercises
+
+
+def _freest(pick, order="PCI_BUS_ID"):
+    """A freest_two answer that ranks the GPUs by ``pick(used, total)``, biggest first."""
+    def freest_two(smi_csv):
+        rows = [[f.strip() for f in line.split(",")] for line in smi_csv.strip().splitlines()[1:]]
+        score = {int(r[0]): pick(int(r[4].split()[0]), int(r[5].split()[0])) for r in rows}
+        two = sorted(sorted(score, key=score.get, reverse=True)[:2])
+        return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, two)), **({"CUDA_DEVICE_ORDER": order} if order else {})}
+    return freest_two
+
+
+def test_02_1_the_least_used_gpus_are_not_the_freest():
+    _not_yet("02.1", _freest(lambda used, total: -used), "CUDA_VISIBLE_DEVICES='1,3', but the two with the most free "
+             "memory", "'0,2'")
+
+
+def test_02_1_order_and_numbering():
+    _not_yet("02.1", _freest(lambda used, total: total - used, order=None), "also set CUDA_DEVICE_ORDER")
+
+    def freest_first(smi_csv):
+        two = _freest(lambda used, total: total - used)(smi_csv)
+        return {**two, "CUDA_VISIBLE_DEVICES": ",".join(two["CUDA_VISIBLE_DEVICES"].split(",")[::-1])}
+
+    _not_yet("02.1", freest_first, "you chose the right GPUs, '5,3'; list them lower index first")
+    ok, text = exercises.verdict("02.1", _freest(lambda used, total: total - used))
+    assert ok, text
+
 
 @pytest.mark.parametrize("answer, words", [
-    ("0,1", "the two freest GPUs are not these"),
-    ("3", "selects 1 GPU(s); pick exactly two"),
-    ("3,,5", "empty"),
+    (lambda text: "3,5", "returned the string '3,5'; return a dict"),
+    (lambda text: {"CUDA_VISIBLE_DEVICES": (3, 5)}, "environment values are strings"),
 ])
-def test_02_1_values(answer, words):
+def test_02_1_values_instead_of_the_settings(answer, words):
     _not_yet("02.1", answer, words)
 
 

@@ -19,7 +19,12 @@ def test_parse_single_row():
     assert row == GpuInfo(0, "GPU-0a1b2c3d-0000-1111-2222-333344445555", "00000000:00:04.0",
                           "Tesla T4", 3, 15360)
     assert row.memory_free_mib == 15357
-    assert row.as_row()["free MiB"] == 15357
+
+
+MIXED = """index, uuid, pci.bus_id, name, memory.used [MiB], memory.total [MiB]
+0, GPU-1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9, 00000000:01:00.0, NVIDIA GeForce GTX 1080 Ti, 312 MiB, 11264 MiB
+1, GPU-2a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d, 00000000:02:00.0, NVIDIA GeForce RTX 3090, 1 MiB, 24576 MiB
+"""
 
 
 def test_parse_sample_and_mixed_sample():
@@ -27,7 +32,7 @@ def test_parse_sample_and_mixed_sample():
     assert [r.index for r in rows] == list(range(8))
     assert len({r.uuid for r in rows}) == 8 and len({r.pci_bus_id for r in rows}) == 8
     assert all(r.memory_total_mib == 16160 for r in rows)
-    mixed = parse_nvidia_smi_csv(gpus.SAMPLE_MIXED_NVIDIA_SMI_CSV)
+    mixed = parse_nvidia_smi_csv(MIXED)
     assert len({r.name for r in mixed}) == 2
 
 
@@ -113,20 +118,11 @@ def test_parse_cvd_malformed(value, match):
         parse_cuda_visible_devices(value)
 
 
-def test_tensorflow_names_renumber():
-    assert gpus.tensorflow_names("3,5") == {3: "/GPU:0", 5: "/GPU:1"}
-    assert gpus.tensorflow_names("5,3,0") == {5: "/GPU:0", 3: "/GPU:1", 0: "/GPU:2"}
-    assert gpus.tensorflow_names("") == {} and gpus.tensorflow_names("-1") == {}
-    with pytest.raises(ValueError, match="unset"):
-        gpus.tensorflow_names(None)
-    with pytest.raises(ValueError):
-        gpus.tensorflow_names("3,,5")
-
-
 def test_resolve_visible_counts_follow_cuda_rules():
     assert gpus.resolve_visible(None, 4).visible == (0, 1, 2, 3)
     assert gpus.resolve_visible("3,5", 8).visible == (3, 5)
-    assert gpus.resolve_visible("3,5", 8).tf_names == {3: "/GPU:0", 5: "/GPU:1"}
+    assert gpus.resolve_visible("3,5", 8).tf_names == {3: "/GPU:0", 5: "/GPU:1"}   # renumbered in list order
+    assert gpus.resolve_visible("5,3,0", 8).tf_names == {5: "/GPU:0", 3: "/GPU:1", 0: "/GPU:2"}
     one = gpus.resolve_visible("3,5", 1)  # CUDA stops at the first index it cannot use
     assert one.visible == () and one.dropped == (3, 5)
     part = gpus.resolve_visible("1,5,0", 4)
@@ -171,7 +167,7 @@ def _view(devices):
 
 
 def test_compare_numbering_matches_by_bus_id():
-    smi = parse_nvidia_smi_csv(gpus.SAMPLE_MIXED_NVIDIA_SMI_CSV)
+    smi = parse_nvidia_smi_csv(MIXED)
     gtx = {"name": smi[0].name, "pci_bus_id": "0000:01:00.0", "uuid": smi[0].uuid}
     rtx = {"name": smi[1].name, "pci_bus_id": "0000:02:00.0", "uuid": smi[1].uuid}
     fastest = _view([dict(rtx, ordinal=0), dict(gtx, ordinal=1)])   # the faster card first

@@ -12,38 +12,62 @@ from ..gpus import (
     probe_cuda,
     resolve_visible,
 )
-from . import register
+from . import describe, register
 
-# ---- 02.1: choose GPUs from nvidia-smi output --------------------------------------------------
+# ---- 02.1: choose the two freest GPUs from nvidia-smi's output, as settings for a fresh process ----------
+
+#: nvidia-smi outputs the checker tries (this lesson's query): the SAMPLE server, a mixed workstation, and a
+#: mixed server where the least used GPUs are not the freest (the totals differ).
+_HEADER = "index, uuid, pci.bus_id, name, memory.used [MiB], memory.total [MiB]\n"
+_MACHINES = [SAMPLE_NVIDIA_SMI_CSV, _HEADER + (
+    "0, GPU-1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9, 00000000:01:00.0, NVIDIA GeForce GTX 1080 Ti, 312 MiB, 11264 MiB\n"
+    "1, GPU-2a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d, 00000000:02:00.0, NVIDIA GeForce RTX 3090, 1 MiB, 24576 MiB\n"), _HEADER + (
+    "0, GPU-0a1b2c3d-0000-4000-8000-000000000001, 00000000:07:00.0, NVIDIA A100-SXM4-80GB, 60000 MiB, 81920 MiB\n"
+    "1, GPU-0a1b2c3d-0000-4000-8000-000000000002, 00000000:0F:00.0, Tesla T4, 0 MiB, 15360 MiB\n"
+    "2, GPU-0a1b2c3d-0000-4000-8000-000000000003, 00000000:47:00.0, NVIDIA A100-SXM4-80GB, 1000 MiB, 81920 MiB\n"
+    "3, GPU-0a1b2c3d-0000-4000-8000-000000000004, 00000000:4E:00.0, Tesla V100-SXM2-16GB, 100 MiB, 16160 MiB\n")]
 
 
 def _check_freest(answer):
-    try:
-        entries = parse_cuda_visible_devices(answer)
-    except ValueError as exc:
-        return False, str(exc)
-    want = [int(i) for i in _solve_freest().split(",")]
-    if entries is None or len(entries) != 2:
-        return False, f"{answer!r} selects {len(entries or [])} GPU(s); pick exactly two"
-    if not all(isinstance(e, int) for e in entries):
-        return False, "UUIDs work too, but here give the two nvidia-smi index numbers, e.g. '0,1'"
-    if sorted(entries) == want:
-        order = "" if entries == want else " (listed in that order, GPU %d becomes /GPU:0)" % entries[0]
-        return True, f"GPUs {want[0]} and {want[1]} have the most free memory{order}"
-    return False, (f"{answer!r}: compare memory.total - memory.used per row; the two freest GPUs are "
-                   "not these (helpers.gpus.parse_nvidia_smi_csv gives memory_free_mib)")
+    solve = _solve_freest()
+    for text in _MACHINES:
+        rows = parse_nvidia_smi_csv(text)
+        want, got = solve(text), answer(text)
+        where = f"on a machine with {len(rows)} GPUs ({', '.join(sorted({r.name for r in rows}))})"
+        if not isinstance(got, dict):
+            return False, f"{where} freest_two returned {describe(got)}; return a dict of environment variables"
+        if not all(isinstance(v, str) for v in got.values()):
+            return False, "environment values are strings, e.g. {'CUDA_VISIBLE_DEVICES': '3,5'}"
+        value = got.get("CUDA_VISIBLE_DEVICES")
+        if value != want["CUDA_VISIBLE_DEVICES"]:
+            free = ", ".join(f"GPU {r.index}: {r.memory_free_mib}" for r in rows)
+            if value is not None and value.split(",")[::-1] == want["CUDA_VISIBLE_DEVICES"].split(","):
+                return False, f"{where} you chose the right GPUs, {value!r}; list them lower index first"
+            return False, (f"{where} CUDA_VISIBLE_DEVICES={value!r}, but the two with the most free memory (MiB "
+                           f"free: {free}) are {want['CUDA_VISIBLE_DEVICES']!r}")
+        if got.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+            return False, ("the indices are nvidia-smi's, but CUDA numbers GPUs fastest first by default: "
+                           "also set CUDA_DEVICE_ORDER so that both count the same way")
+    return True, ("the two freest GPUs of every machine, in nvidia-smi's numbering: a fresh process started "
+                  "with these variables trains on them")
 
 
 def _solve_freest():
-    rows = parse_nvidia_smi_csv(SAMPLE_NVIDIA_SMI_CSV)
-    freest = sorted(rows, key=lambda r: r.memory_free_mib, reverse=True)[:2]
-    return ",".join(str(r.index) for r in sorted(freest, key=lambda r: r.index))
+    def freest_two(smi_csv):
+        free = {}
+        for line in smi_csv.strip().splitlines()[1:]:                  # skip the header
+            index, _, _, _, used, total = [field.strip() for field in line.split(",")]
+            free[int(index)] = int(total.split()[0]) - int(used.split()[0])   # "16160 MiB" -> 16160
+        two = sorted(sorted(free, key=free.get, reverse=True)[:2])
+        return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(map(str, two))}
+
+    return freest_two
 
 
-register("02.1", title="pick the two freest GPUs", checker=_check_freest, solution=_solve_freest,
-         expects="str", wants="the value of CUDA_VISIBLE_DEVICES as a string, like '0,1'",
-         hint="free memory is what a GPU has minus what is in use; helpers.gpus can parse the "
-              "sample table for you.")
+register("02.1", title="the two freest GPUs, for a fresh process", checker=_check_freest, solution=_solve_freest,
+         expects="function", takes=1, wants="a function freest_two(smi_csv) that returns a dict",
+         hint="free memory is what a GPU has minus what is in use; the index numbers are nvidia-smi's, and the "
+              "child counts GPUs its own way unless told.")
 
 # ---- 02.2: find and fix - CUDA_VISIBLE_DEVICES for a fresh process ------------------------------
 
