@@ -92,12 +92,13 @@ def test_make_gpu_check_on_a_gpu_less_machine_stops_and_touches_nothing(tmp_path
     assert not (tmp_path / "venv").exists() and sorted(p.name for p in ROOT.iterdir()) == before
 
 
-def test_readme_kaggle_cell_runs_every_shape_of_a_t4x2(tmp_path):
-    """The README's Kaggle cell: its loop runs `run` once per shape the probe finds (nvidia-smi faked as T4 x2)."""
+def test_the_kaggle_cell_runs_every_shape_of_a_t4x2(tmp_path):
+    """CONTRIBUTING's Kaggle cell: its loop runs `run` once per shape the probe finds (nvidia-smi faked as T4 x2)."""
     import re
 
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- kaggle-gpu-check -->\n```bash\n(.*?)```", readme, re.S).group(1)
+    import generate  # tools/generate.py: the cell is generated into CONTRIBUTING.md
+
+    block = re.search(r"```bash\n(.*?)```", generate.kaggle_cell(ROOT), re.S).group(1)
     [loop] = [line[1:] for line in block.splitlines() if line.startswith("!for ")]
     pins = (ROOT / "requirements-hosted.txt").read_text()
     for pin in re.findall(r"(\S+==\S+)", block):

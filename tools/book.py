@@ -1,13 +1,16 @@
 """The course as a website (`make book`): the Sphinx source tree, written from the executed lessons.
 
 Why: the notebooks are stored without outputs, so a learner reading them on the code host sees no output at all.
-`make book` executes each lesson once in the course's own environment (quick mode; the Makefile does that with
-nbconvert, as `make html` does), then this module writes a Sphinx source tree from those executed copies and the
-course's pages, and Sphinx (myst-nb, sphinx-book-theme: pure Python, no template fetched from the web at build
-time) renders it with execution off, so the site's environment (.venv-book) needs no TensorFlow.
+The site renders the outputs of a run that already happened: the nbval run of `make notebooks` / `make test`
+(pinned stack, quick mode) leaves an executed copy of each lesson that passed in _build/book/executed/ (the course's
+pytest plugin, tools/pytest_course.py); `make book` runs only the lessons whose copy is missing or older than the
+notebook or the helpers. This module writes a Sphinx source tree from those copies and the course's pages, and
+Sphinx (myst-nb, sphinx-book-theme: pure Python, no template fetched from the web at build time) renders it with
+execution off, so the site's environment (.venv-book) needs no TensorFlow.
 
 What ``prepare`` writes into the source tree (it mirrors the repository's layout, so relative links resolve):
-- ``index.md``: README.md, with the table of contents (lessons in file-name order) appended;
+- ``index.md``: README.md, with the table of contents appended (lessons in file-name order, each titled by its
+  registry entry, tools/registry.py);
 - ``quickstart/train_2gpus.md``: README's "2 GPUs in 5 minutes" section (the script's bytes; tests/test_quickstart.py);
 - ``TROUBLESHOOTING.md`` (the error index) and ``docs/workshop.md`` (the instructor's guide);
 - ``notebooks/NN_*.ipynb``: every executed lesson, with a "Ran on" label under its title, read from its own Setup
@@ -235,7 +238,11 @@ def toc_markdown(lesson_paths: list[str], titles: dict[str, str]) -> str:
 
 
 def lesson_title(nb: dict, path: str) -> str:
-    """``"00 Start here: ..."``: the number and the notebook's first heading."""
+    """``"00 Start here"``: the number and the title of the lesson's registry entry (tools/registry.py), or of its
+    first heading where it has none."""
+    entry = nb.get("metadata", {}).get("course")
+    if isinstance(entry, dict) and isinstance(entry.get("title"), str) and entry["title"].strip():
+        return f"{posixpath.basename(path)[:2]} {entry['title'].strip().replace('`', '')}"
     for cell in nb.get("cells", []):
         if cell.get("cell_type") == "markdown":
             src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
