@@ -1,5 +1,6 @@
-"""Measured timings: the workshop table is the rendering of docs/timings.json and covers every notebook;
-the quick-mode budgets of tools/pytest_course.py fail a run over twice the budget.
+"""Measured timings: docs/timings.json covers every notebook and renders the workshop table (tools/generate.py
+writes it; tests/test_registry.py fails when it is stale); the quick-mode budgets of tools/pytest_course.py fail a
+run over twice the budget; the plugin starts kernels as a learner's and leaves executed copies.
 """
 
 import json
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import pytest_course as root_conftest  # tools/pytest_course.py (the root conftest loads it)
+import registry  # tools/registry.py
 import timings  # tools/timings.py
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,12 +19,6 @@ NOTEBOOKS = timings.notebook_names()
 
 
 # ---- the committed table and data --------------------------------------------------------------
-
-def test_workshop_table_is_the_rendering_of_the_data():
-    guide = (ROOT / "docs" / "workshop.md").read_text()
-    assert timings.table_block(guide) == timings.render(timings.load(), NOTEBOOKS), \
-        "docs/workshop.md's timing table is stale: run `python tools/timings.py render`"
-
 
 def test_timing_data_covers_every_notebook():
     """Every notebook in notebooks/ (new lessons included) needs measured 2-core and 1-core data."""
@@ -35,25 +31,28 @@ def test_timing_data_covers_every_notebook():
 STACK = {"tensorflow": "2.21.0", "keras": "3.15.1", "jax": "0.10.2"}
 
 
+def _lessons(names):
+    return [registry.Lesson(number=n[:2], path=f"notebooks/{n}", title=f"Title {n[:2]}", summary="s", kaggle="k",
+                            words=100, dominates=f"work {n[:2]}", workshop=()) for n in names]
+
+
 def _data(names, peak=700.0):
     def run(**kw):
         return dict(date="2026-01-02", machine="test box", python="3.11.7", packages=dict(STACK), **kw)
-    return {"lessons": {n: {"title": f"Title {n[:2]}", "dominates": f"work {n[:2]}"} for n in names},
-            "two_core": run(command="make notebooks", notebooks={n: {"seconds": 20.4} for n in names}),
+    return {"two_core": run(command="make notebooks", notebooks={n: {"seconds": 20.4} for n in names}),
             "one_core": run(command="tools/memcheck.py --one-core",
                              notebooks={n: {"seconds": 30.6, "peak_mib": peak, "peak_procs": 2} for n in names})}
 
 
 def test_render_rows_totals_and_caption():
     names = ["00_a.ipynb", "01_b.ipynb", "02_c.ipynb"]
-    block = timings.render(_data(names), names)
+    block = timings.render(_data(names), _lessons(names))
     lines = block.splitlines()
-    assert lines[0] == timings.BEGIN and lines[-1] == timings.END
     assert "| 00 Title 00 | 20 s | 31 s | 700 MiB | work 00 |" in lines
     assert "| **all three** | **61 s** | **92 s** | **at most 700 MiB** | |" in lines
     assert "Measured on test box, 2026-01-02; TensorFlow 2.21.0, Keras 3.15.1, JAX 0.10.2, Python 3.11.7." in block
     many = [f"{i:02d}_x.ipynb" for i in range(8)]
-    assert "| **all eight** | **about 3 minutes** | **about 4 minutes** |" in timings.render(_data(many), many)
+    assert "| **all eight** | **about 3 minutes** | **about 4 minutes** |" in timings.render(_data(many), _lessons(many))
 
 
 def test_a_new_lesson_needs_a_row_and_data():
@@ -61,12 +60,11 @@ def test_a_new_lesson_needs_a_row_and_data():
     data = _data(names)
     assert timings.problems(data, names) == []
     with_new = names + ["09_when_it_goes_wrong.ipynb"]
-    block = timings.render(data, with_new)
-    assert "| 09 When it goes wrong | not measured | not measured | not measured |  |" in block
+    block = timings.render(data, _lessons(with_new))
+    assert "| 09 Title 09 | not measured | not measured | not measured | work 09 |" in block
     assert "| **all three** | not all measured yet |" in block
     found = timings.problems(data, with_new)
-    assert len(found) == 3 and all("09_when_it_goes_wrong.ipynb" in f for f in found)
-    assert "no title" in found[2]
+    assert len(found) == 2 and all("09_when_it_goes_wrong.ipynb" in f for f in found)
     # ...and data for a notebook that was removed is stale
     assert timings.problems(data, names[:1]) == [
         "2-core `make notebooks` times for notebooks that no longer exist: 01_b.ipynb",
@@ -80,14 +78,6 @@ def test_problems_mixed_stacks_and_memory_over_binder():
     found = timings.problems(data, names)
     assert any("different stacks" in f for f in found)
     assert "00_a.ipynb: peak 2100 MiB is over Binder's 2048 MiB" in found
-
-
-def test_replace_block_and_missing_markers():
-    guide = f"intro\n{timings.BEGIN}\nold\n{timings.END}\noutro\n"
-    new = f"{timings.BEGIN}\nnew\n{timings.END}"
-    assert timings.replace_block(guide, new) == f"intro\n{new}\noutro\n"
-    with pytest.raises(ValueError, match="has no"):
-        timings.table_block("no markers here")
 
 
 def _nb_times(**over):
@@ -127,23 +117,19 @@ def test_record_refuses_runs_that_do_not_belong_in_the_table():
         timings.record_memcheck({}, bad, "box")
 
 
-def test_check_command_fails_on_a_stale_table(tmp_path, monkeypatch):
-    names = ["00_a.ipynb"]
+def test_check_command_fails_when_a_notebook_has_no_data(tmp_path, monkeypatch):
     (tmp_path / "notebooks").mkdir()
-    (tmp_path / "notebooks" / names[0]).write_text("{}")
-    data_path, guide_path = tmp_path / "timings.json", tmp_path / "workshop.md"
-    timings.save(_data(names), data_path)
-    guide_path.write_text(f"# guide\n{timings.BEGIN}\n{timings.END}\n")
+    (tmp_path / "notebooks" / "00_a.ipynb").write_text("{}")
+    data_path = tmp_path / "timings.json"
+    timings.save(_data(["00_a.ipynb"]), data_path)
     monkeypatch.setattr(timings, "ROOT", tmp_path)
     monkeypatch.setattr(timings, "DATA", data_path)
-    monkeypatch.setattr(timings, "GUIDE", guide_path)
-    assert timings.main(["check"]) == 1                     # the empty block is not the rendering
-    assert timings.main(["render"]) == 0
     assert timings.main(["check"]) == 0
-    assert "| 00 Title 00 | 20 s | 31 s | 700 MiB | work 00 |" in guide_path.read_text()
+    (tmp_path / "notebooks" / "01_b.ipynb").write_text("{}")     # a new lesson, not measured yet
+    assert timings.main(["check"]) == 1
     timings.main(["record", "--tests", str(_write(tmp_path / "t.json", _nb_times(
-        notebooks={"00_a.ipynb": {"seconds": 50.0, "verdict": "over budget"}}))), "--machine", "box"])
-    assert timings.main(["check"]) == 1                     # new data, old table
+        notebooks={n: {"seconds": 5.0, "verdict": "ok"} for n in ("00_a.ipynb", "01_b.ipynb")}))), "--machine", "box"])
+    assert timings.load(data_path)["two_core"]["notebooks"]["01_b.ipynb"] == {"seconds": 5.0}
 
 
 def _write(path, obj):
@@ -154,7 +140,7 @@ def _write(path, obj):
 # ---- budgets (tools/pytest_course.py) -----------------------------------------------------------------
 
 def test_every_notebook_has_the_same_quick_budget_and_none_in_full_mode():
-    assert root_conftest.BUDGET_S == float(os.environ.get("NB_BUDGET_S", "45"))
+    assert root_conftest.BUDGET_S == float(os.environ.get("NB_BUDGET_S", "40"))
     assert {root_conftest.budget(f"notebooks/{n}", "quick") for n in NOTEBOOKS} == {root_conftest.BUDGET_S}
     assert root_conftest.budget("notebooks/07_x.ipynb", "full") is None
 
@@ -172,7 +158,7 @@ def test_verdicts():
     assert root_conftest.budget_failures(times, "quick") == ["notebooks/01_b.ipynb"]
     assert root_conftest.budget_failures(times, "full") == []
     record = root_conftest.times_record(times, {"notebooks/02_c.ipynb"}, "quick")
-    assert record["notebooks"]["01_b.ipynb"] == {"seconds": 91.0, "budget_s": 45.0,
+    assert record["notebooks"]["01_b.ipynb"] == {"seconds": 91.0, "budget_s": root_conftest.BUDGET_S,
                                                  "verdict": "FAILED: over 2x budget"}
     assert record["notebooks"]["02_c.ipynb"]["verdict"] == "FAILED"
     assert record["mode"] == "quick" and "tensorflow" in record["packages"]
@@ -233,3 +219,51 @@ def test_over_budget_alone_passes_and_full_mode_has_no_budget(tmp_path):
     result = _session(tmp_path, {"02_slower.ipynb": 2.4}, MULTIGPU_MODE="full")
     assert result.returncode == 0, result.stdout
     assert "no budget in full mode" in result.stdout
+
+
+# ---- a learner's kernel and the executed copies (tools/pytest_course.py), through real nbval -----------------
+
+def test_kernel_env_adds_name_value_words():
+    assert root_conftest.kernel_env({"A": "1"}, "B=2 C=x=y") == {"A": "1", "B": "2", "C": "x=y"}
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        root_conftest.kernel_env({}, "JUSTANAME")
+
+
+@pytest.mark.slow
+def test_kernels_start_as_a_learners_and_passing_notebooks_leave_executed_copies(tmp_path):
+    """A unit test sets MPLBACKEND=Agg in the session (as tests/conftest.py does): the notebook's kernel must not
+    see it, so its figure is drawn into the copy; NB_KERNEL_ENV reaches the kernel; a failing notebook leaves no
+    copy, and removes an older one."""
+    import nbformat
+    import nbtemplate  # tools/nbtemplate.py
+
+    (tmp_path / "conftest.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT / 'tools')!r})\n"
+                                          "pytest_plugins = ['pytest_course']\n")
+    (tmp_path / "test_sets_env.py").write_text("import os\nos.environ['MPLBACKEND'] = 'Agg'\n\n"
+                                               "def test_nothing():\n    pass\n")
+    good = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# A lesson"),
+        nbformat.v4.new_code_cell("import os\nprint('backend:', os.environ.get('MPLBACKEND'), "
+                                  "os.environ.get('MULTIGPU_JAX_DEVICES'))"),
+        nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")])
+    bad = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("assert False, 'this lesson fails'")])
+    nbformat.write(good, tmp_path / "00_good.ipynb")
+    nbformat.write(bad, tmp_path / "01_bad.ipynb")
+    copies = tmp_path / "executed"
+    copies.mkdir()
+    (copies / "01_bad.ipynb").write_text("an old copy")
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "PYTEST_ADDOPTS")}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_sets_env.py",
+                             "00_good.ipynb", "01_bad.ipynb", "--nbval-lax", "--nbval-current-env"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                            env={**env, "NB_EXECUTED_DIR": str(copies), "NB_KERNEL_ENV": "MULTIGPU_JAX_DEVICES=2",
+                                 "NB_BUDGET_S": "600"})
+    assert result.returncode == 1 and "1 failed" in result.stdout, result.stdout[-3000:]
+    assert sorted(p.name for p in copies.iterdir()) == ["00_good.ipynb"]
+    text = (copies / "00_good.ipynb").read_text()
+    assert nbtemplate.format_problems(text) == []
+    cells = [c for c in json.loads(text)["cells"] if c["cell_type"] == "code"]
+    assert [c["execution_count"] for c in cells] == [1, 2]
+    said = "".join(cells[0]["outputs"][0]["text"])
+    assert said.startswith("backend: ") and "Agg" not in said and said.endswith(" 2\n"), said
+    assert any("image/png" in o.get("data", {}) for o in cells[1]["outputs"])

@@ -1,14 +1,22 @@
-"""The course's pytest plugin (loaded by the root conftest.py): three checks on the notebooks nbval runs.
+"""The course's pytest plugin (loaded by the root conftest.py): what it does to the notebooks nbval runs.
 
 1. Time budgets: nbval turns each cell into a test item; the cell times (set-up, call, tear-down) are added
    up per notebook and printed as a table. In quick mode every notebook has a budget of ``NB_BUDGET_S``
-   seconds (45 s): over it is "over budget", over twice it FAILS the run, so slow lessons cannot creep in.
+   seconds (40 s): over it is "over budget", over twice it FAILS the run, so slow lessons cannot creep in.
    Full mode trains for real and has no budget. With ``NB_TIMES_JSON=path`` the times are also written
    there, with the mode and the stack's versions (``tools/timings.py record`` reads it).
 2. What the learner sees: a cell whose outputs hold native start-up noise or a stray result fails
    (the rule is ``nblint.output_problems``).
 3. The error index: when the whole suite ran (tests and every notebook), every message listed in
    TROUBLESHOOTING.md must have been produced by this run.
+4. A learner's kernel: each notebook's kernel starts with the environment this session started with (what make
+   gave it), not with what unit tests set in this process since (tests/conftest.py's ``MPLBACKEND=Agg`` and
+   ``TF_CPP_MIN_LOG_LEVEL``, a test's ``MULTIGPU_*`` variable), so figures are drawn and start-up noise shows as a
+   learner would see it. ``NB_KERNEL_ENV="NAME=VALUE ..."`` adds to it for the kernels only: ``make test
+   STACK=hosted`` runs the JAX lessons on Kaggle's count of 2 devices that way.
+5. Executed copies: with ``NB_EXECUTED_DIR=dir``, each notebook whose every cell passed is written there with its
+   outputs, as nbformat stores it (the website renders these instead of running the lessons again); a notebook
+   that failed leaves no copy, and an older copy of it is removed.
 """
 
 
@@ -19,10 +27,11 @@ from pathlib import Path
 import error_index
 import pytest
 from nblint import output_problems
+from nbtemplate import canonical_text
 
 _NB_TIMES: dict = defaultdict(float)
 _NB_FAILED: set = set()
-BUDGET_S = float(os.environ.get("NB_BUDGET_S", "45"))
+BUDGET_S = float(os.environ.get("NB_BUDGET_S", "40"))
 #: A notebook over FAIL_FACTOR x its budget fails the run.
 FAIL_FACTOR = 2.0
 _PACKAGES = ("tensorflow", "keras", "jax", "jaxlib", "tf-keras", "numpy", "nbval")
@@ -51,6 +60,79 @@ def budget_failures(times: dict, mode: str | None = None) -> list:
     """Notebooks (sorted) whose time is over twice their budget."""
     return sorted(p for p, secs in times.items()
                   if verdict(secs, budget(p, mode)).startswith("FAILED"))
+
+
+# ---- a learner's kernel, and the executed copies -----------------------------------------------------------
+
+#: The environment this session started with (the root conftest loads this plugin before any test module).
+_SESSION_ENV = dict(os.environ)
+
+
+def kernel_env(base: dict, extra: str) -> dict:
+    """``base`` with the ``NAME=VALUE`` words of ``extra`` (``NB_KERNEL_ENV``) added."""
+    env = dict(base)
+    for word in extra.split():
+        name, eq, value = word.partition("=")
+        if not eq or not name.isidentifier():
+            raise ValueError(f"NB_KERNEL_ENV holds NAME=VALUE words, got {word!r}")
+        env[name] = value
+    return env
+
+
+def _is_cell(item) -> bool:
+    """An nbval cell item (a notebook's code cell)."""
+    return str(getattr(item, "fspath", "")).endswith(".ipynb") and hasattr(item, "cell_num")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    """nbval starts a notebook's kernel in its first cell's set-up, from ``os.environ``: give it the learner's."""
+    if not _is_cell(item):
+        yield
+        return
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(kernel_env(_SESSION_ENV, _SESSION_ENV.get("NB_KERNEL_ENV", "")))
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+_CELL_OUTPUTS: dict = defaultdict(dict)     # notebook path -> {cell number: outputs}, cells that passed
+
+
+def executed_copy(nb: dict, outputs: dict) -> dict:
+    """``nb`` (as nbformat reads it) with each code cell's outputs and a fresh kernel's execution counts
+    (``outputs``: code cell number -> its outputs, None for a cell nbval skipped)."""
+    import copy
+    import json
+
+    out = json.loads(json.dumps(copy.deepcopy(nb)))
+    code = [c for c in out["cells"] if c["cell_type"] == "code"]
+    count = 0
+    for number, cell in enumerate(code):
+        ran = outputs.get(number) is not None
+        count += ran
+        cell["outputs"] = json.loads(json.dumps(outputs[number])) if ran else []
+        cell["execution_count"] = count if ran else None
+    return out
+
+
+def pytest_runtest_teardown(item, nextitem):
+    folder = os.environ.get("NB_EXECUTED_DIR") or _SESSION_ENV.get("NB_EXECUTED_DIR")
+    if not folder or not _is_cell(item) or (nextitem is not None and nextitem.parent is item.parent):
+        return
+    path = str(item.fspath)
+    target = Path(folder) / os.path.basename(path)
+    cells = [c for c in item.parent.nb.cells if c.cell_type == "code"]
+    done = _CELL_OUTPUTS.pop(path, {})
+    if path in _NB_FAILED or len(done) != len(cells):
+        target.unlink(missing_ok=True)        # no copy of a run that did not pass: the site runs it again
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(canonical_text(executed_copy(item.parent.nb, done)), encoding="utf-8")
 
 
 def pytest_runtest_logreport(report):
@@ -128,6 +210,10 @@ def pytest_runtest_makereport(item, call):
             if problems:
                 report.outcome = "failed"
                 report.longrepr = "what the learner would see in this cell:\n" + "\n".join(problems)
+            elif _is_cell(item):
+                _CELL_OUTPUTS[str(item.fspath)][item.cell_num] = list(item.test_outputs or [])
+        elif _is_cell(item) and report.skipped:   # an nbval-skip cell: not run, no outputs
+            _CELL_OUTPUTS[str(item.fspath)][item.cell_num] = None
         for out in getattr(item, "test_outputs", None) or []:
             _OUTPUT.append(out.get("text", "") if hasattr(out, "get") else "")
             data = out.get("data", {}) if hasattr(out, "get") else {}
