@@ -44,6 +44,14 @@ def test_listed_refusal_reruns_from_the_named_cell(tmp_path):
         ret.run_notebook(path, cell_timeout=60, refusals=wrong)
 
 
+def test_run_all_twice_reruns_the_whole_notebook_in_one_kernel(tmp_path):
+    """Each cell twice in a row passes here; the second "Run All" meets the file the last cell wrote."""
+    path = _notebook(tmp_path, ["import os", "assert not os.path.exists('done')", "open('done', 'w').close()"])
+    assert ret.run_notebook(path, cell_timeout=60, refusals={})[1] == []
+    with pytest.raises(RuntimeError, match="cell 1 .*run 2"):
+        ret.run_notebook(path, cell_timeout=60, refusals={}, all_twice=True)
+
+
 def test_dead_kernel_is_reported(tmp_path):
     path = _notebook(tmp_path, ["import os; os._exit(1)"])
     with pytest.raises(RuntimeError, match="kernel died|cell 0"):
