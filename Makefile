@@ -1,4 +1,4 @@
-# Two commands for learners:  make lab   |   make test
+# Two commands for learners:  make lab   |   make test   (and `make notebooks`: every lesson top to bottom)
 # Quick/full switch: MULTIGPU_MODE=quick (default) or full, e.g. `make lab MULTIGPU_MODE=full`.
 # Two stacks: STACK=pinned (default; requirements.txt, Python 3.11, .venv) or STACK=hosted
 # (requirements-hosted.txt: Colab's/Kaggle's versions, Python 3.13, .venv-hosted, helpers installed without -e),
@@ -13,22 +13,31 @@ PYENV_VERSIONS := $${PYENV_ROOT:-$$HOME/.pyenv}/versions
 find_python = $(shell for c in $(PYENV_VERSIONS)/$(1)*/bin/python$(1) $$(command -v python$(1)); do \
 	  [ -x "$$c" ] && "$$c" -c 'import sys; assert "%d.%d" % sys.version_info[:2] == "$(1)"' >/dev/null 2>&1 \
 	  && { echo "$$c"; break; }; done)
+# The website is built from the pinned stack's run: its nbval run leaves the executed copies the site renders.
+BOOK_DIR ?= _build/book
 ifeq ($(STACK),pinned)
   PY_VERSION := 3.11
   VENV ?= .venv
   REQUIREMENTS := requirements.txt
+  TORCH_REQUIREMENTS := requirements-torch.txt
   HELPERS_INSTALL := --no-deps -e .
+  NB_RUN_ENV := NB_EXECUTED_DIR=$(BOOK_DIR)/executed
 else ifeq ($(STACK),hosted)
   PY_VERSION := 3.13
   VENV ?= .venv-hosted
   REQUIREMENTS := requirements-hosted.txt
+  TORCH_REQUIREMENTS := requirements-torch-hosted.txt
   HELPERS_INSTALL := --no-deps --force-reinstall .
   # A non-editable install is a snapshot: refresh it before every run so tests see the working tree.
   REFRESH_HELPERS := $(VENV)/bin/python -m pip install -q --no-deps --force-reinstall . && rm -rf build
+  # The JAX lessons on Kaggle's T4 x2 count, 2 devices (the pinned stack runs them on 4): Kaggle's versions and
+  # Kaggle's device count together, and each lesson still runs once per stack.
+  NB_RUN_ENV := NB_KERNEL_ENV=MULTIGPU_JAX_DEVICES=2
 else ifeq ($(STACK),latest)
   PY_VERSION := 3.13
   VENV ?= .venv-latest
   REQUIREMENTS := requirements-latest.txt
+  TORCH_REQUIREMENTS := requirements-torch.txt
   HELPERS_INSTALL := --no-deps -e .
 else
   $(error STACK=$(STACK) is not a stack; use STACK=pinned (default), STACK=hosted or STACK=latest)
@@ -36,6 +45,7 @@ endif
 PYTHON ?= $(call find_python,$(PY_VERSION))
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+TORCH_STAMP := $(VENV)/.torch-installed
 MULTIGPU_MODE ?= quick
 export MULTIGPU_MODE
 LAB_ARGS ?=
@@ -49,32 +59,36 @@ NB_CELL_TIMEOUT ?= 600
 # The kernel name and display name every notebook records (tools/nbtemplate.py; a test keeps them equal).
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 # Test-time environment: reproducible hashing. No TensorFlow log variable and no matplotlib backend are set:
-# notebooks run as a learner's kernel does (tests/conftest.py sets them for unit tests only).
-TEST_ENV := PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
+# notebooks run as a learner's kernel does (tests/conftest.py sets them for unit tests only, and the course's
+# pytest plugin starts each notebook's kernel without them).
+TEST_ENV := env -u MPLBACKEND PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
+NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider
 
-.PHONY: help install lab lint test unit notebooks capsule capsule-record gpu-check sync-notebooks clean bench rerun-check rerun-each html memcheck timings book book-test
+.PHONY: help install install-torch lab lint test unit notebooks capsule capsule-record gpu-check sync-notebooks clean bench rerun-each memcheck timings book book-test slurm-check
 
 help:
 	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
 	@echo "                    (LAB_ARGS='--port=8890 --IdentityProvider.token=abc' passes options to jupyter lab)"
-	@echo "make test         - unit tests + every notebook through nbval, with a per-notebook time table"
-	@echo "                    (then lessons 08, 10 and 11 again with MULTIGPU_JAX_DEVICES=2)"
+	@echo "make test         - unit tests + every notebook through nbval, with a per-notebook time table (maintainers, CI)"
+	@echo "make notebooks    - every lesson top to bottom through nbval, timed: the check for learners and instructors"
 	@echo "make install      - only create and fill the environment (.venv, or .venv-hosted with STACK=hosted)"
-	@echo "make unit         - unit tests without the slow end-to-end ones;  make notebooks - notebooks only"
-	@echo "make lint         - ruff over the code and the notebooks' cells, then the notebook rules (tools/nblint.py)"
+	@echo "make install-torch - add PyTorch to it, for lesson 12 (make test and make notebooks do it themselves)"
+	@echo "make unit         - unit tests without the slow end-to-end ones"
+	@echo "make lint         - ruff and the notebook rules (tools/nblint.py), without the course's environment"
 	@echo "make capsule      - build the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3) if Python 3.6 exists"
 	@echo "make capsule-record - re-record the capsule transcripts lessons 04/05 replay (needs the capsule)"
 	@echo "make bench        - the scaling benchmark from the command line: CSV + PNG under _output/bench/"
-	@echo "make html         - executed copies of the notebooks, with outputs and figures, in _build/html/"
-	@echo "make book         - the course website (lessons executed once, search, launch links) in _build/book/html/"
+	@echo "make book         - the course website (each lesson's executed copy, search, launch links) in _build/book/html/"
 	@echo "make book-test    - make book, then check the site in headless Chromium (screenshot in _output/book-test/)"
-	@echo "make rerun-check  - run every notebook twice in one kernel (slow)"
-	@echo "make rerun-each   - run every notebook with each code cell executed twice in a row (slow; CI runs it)"
+	@echo "make rerun-each   - every notebook with each code cell executed twice in a row (slow; CI runs it);"
+	@echo "                    RERUN=all runs each notebook top to bottom twice in one kernel instead"
 	@echo "make memcheck     - peak memory (kernel + child processes) and time per notebook; NOTEBOOKS=..., MEMCHECK_ARGS=--one-core (Binder-like)"
 	@echo "make timings      - measure every notebook (2 cores + one core) and regenerate docs/workshop.md's timing table"
 	@echo "make gpu-check    - on a GPU machine: every notebook on 1 GPU split in 2 and on 2 real GPUs, timed, with a report"
-	@echo "make sync-notebooks - re-render badges and the bootstrap cell in every notebook (maintainers)"
-	@echo "make clean        - remove .venv, .venv-hosted, the time capsule and built outputs"
+	@echo "make slurm-check  - start a one-node Slurm here and run the course's jobs under it (root; tools/slurm/check.sh)"
+	@echo "make sync-notebooks - everything generated from the lessons' registry: README's table, the course map,"
+	@echo "                    the workshop tables, each notebook's badges and Setup, the one notebook format"
+	@echo "make clean        - remove the environments, the time capsule and built outputs"
 	@echo "STACK=pinned|hosted|latest  pinned (default): requirements.txt, Python 3.11; hosted: Colab/Kaggle's versions,"
 	@echo "                    Python 3.13; latest: the newest releases (requirements-latest.txt), Python 3.13"
 	@echo "MULTIGPU_MODE=quick|full selects quick (CI, laptops) or full (real GPUs) training."
@@ -101,11 +115,33 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 
 install: $(STAMP)
 
-# ruff's rules live in pyproject.toml ([tool.ruff]); ruff itself is pinned in requirements.txt. The notebook rules
-# (template, taught calls, copy boxes, scripts, the collective policy, word budgets) are tools/nblint.py's.
-lint: $(STAMP)
-	$(VENV)/bin/ruff check .
-	$(PY) tools/nblint.py
+# PyTorch, for lesson 12 only: `make lab`/`make install` leave it out (a learner who never opens lesson 12 does not
+# download it); `make test`, `make notebooks` and `make install-torch` add it. With pip, not uv: pip reads the
+# machine's pip configuration (a find-links folder or an index holding a CPU-only build, a few hundred MB), uv does
+# not; elsewhere both take the registry's default build. Until the stack's requirements file exists, nothing to do.
+$(TORCH_STAMP): $(STAMP) $(wildcard $(TORCH_REQUIREMENTS))
+	@if [ -f $(TORCH_REQUIREMENTS) ]; then echo "installing $(TORCH_REQUIREMENTS) with pip (PyTorch, lesson 12)"; \
+	  $(PY) -m pip install -q -r $(TORCH_REQUIREMENTS); \
+	else echo "no $(TORCH_REQUIREMENTS): PyTorch is not installed (only lesson 12 needs it)"; fi
+	@touch $@
+
+install-torch: $(TORCH_STAMP)
+
+# ruff's rules live in pyproject.toml ([tool.ruff]); ruff itself is pinned in requirements.txt, and lint installs
+# only that pin, into a small venv of its own: no TensorFlow. The notebook rules (template, one format, registry,
+# taught calls, copy boxes, scripts, the collective policy, budgets) are tools/nblint.py's, standard library only.
+LINT_VENV ?= _build/lint-venv
+LINT_PYTHON ?= python3
+RUFF_PIN := ruff==$(shell sed -n 's/^ruff==//p' requirements.txt)
+
+$(LINT_VENV)/.installed: requirements.txt
+	@test -x $(LINT_VENV)/bin/python || $(LINT_PYTHON) -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/python -m pip install -q --disable-pip-version-check $(RUFF_PIN)
+	@touch $@
+
+lint: $(LINT_VENV)/.installed
+	$(LINT_VENV)/bin/ruff check .
+	$(LINT_PYTHON) tools/nblint.py
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
@@ -130,26 +166,24 @@ capsule:
 capsule-record: $(STAMP) capsule
 	$(TEST_ENV) $(PY) tools/capsule_record.py
 
-test: $(STAMP) capsule
+# Every test and every notebook, once, in one session (the error index needs both). Lessons 04/05 use the time
+# capsule where `make capsule` built it, else its recorded transcript; `make test` does not build it unasked.
+# On the pinned stack each lesson that passes leaves its executed copy for the website ($(BOOK_DIR)/executed).
+test: $(TORCH_STAMP)
 	$(REFRESH_HELPERS)
 	@echo "stack: $(STACK) ($(VENV), $$($(PY) -c 'import platform; print("Python", platform.python_version())'))"
-	$(TEST_ENV) $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env \
-	  --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS)
-	@echo "JAX lessons again on 2 devices, as on Kaggle's T4 x2: MULTIGPU_JAX_DEVICES=2"
-	MULTIGPU_JAX_DEVICES=2 $(TEST_ENV) $(PY) -m pytest notebooks/08_keras3_distribution_api.ipynb \
-	  notebooks/10_memory_and_profiling.ipynb notebooks/11_finetune_llm_across_devices.ipynb \
-	  --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS)
+	$(NB_RUN_ENV) $(TEST_ENV) $(PY) -m pytest tests notebooks $(NBVAL) $(PYTEST_ARGS)
 
 # The unit tests without the end-to-end ones (marked slow: an environment built, a server or kernel started, a
 # lesson's script run); `make test` runs them all.
-unit: $(STAMP)
+unit: $(TORCH_STAMP)
 	$(REFRESH_HELPERS)
 	$(TEST_ENV) $(PY) -m pytest tests -m "not slow" -p no:cacheprovider $(PYTEST_ARGS)
 
-notebooks: $(STAMP)
+# Every lesson top to bottom, each in a fresh kernel, with the time table: the check a learner or an instructor runs.
+notebooks: $(TORCH_STAMP)
 	$(REFRESH_HELPERS)
-	$(TEST_ENV) $(PY) -m pytest notebooks --nbval-lax --nbval-current-env \
-	  --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS)
+	$(NB_RUN_ENV) $(TEST_ENV) $(PY) -m pytest notebooks $(NBVAL) $(PYTEST_ARGS)
 
 # On a GPU machine, in the shapes learners have: one GPU split into 2 logical GPUs (Colab) and, with 2+ GPUs, two
 # real GPUs (Kaggle's T4 x2); GPU_CHECK_SHAPES=split|two picks one. The probe reads nvidia-smi before anything is
@@ -157,15 +191,18 @@ notebooks: $(STAMP)
 GPU_CHECK_OUT ?= _output/gpu-check
 gpu-check:
 	@python3 tools/gpu_check.py probe
-	$(MAKE) --no-print-directory install
+	$(MAKE) --no-print-directory install-torch
 	$(REFRESH_HELPERS)
 	$(PY) -m pip install -q "tensorflow[and-cuda]==$$(sed -n 's/^tensorflow==//p' $(REQUIREMENTS))"
 	@rc=0; for s in $$(python3 tools/gpu_check.py probe); do \
 	  $(TEST_ENV) $(PY) tools/gpu_check.py run $$s --out $(GPU_CHECK_OUT) || rc=1; done; exit $$rc
 
-sync-notebooks: $(STAMP)
-	$(PY) tools/nbtemplate.py sync
-	$(PY) tools/nbtemplate.py check
+# Everything generated from the lessons' registry (each notebook's metadata.course), in one command, standard
+# library only: README's lesson table and badges, helpers/course_map.json, the workshop guide's tables, each
+# notebook's badges, Kaggle line and Setup 1/2, and the one notebook format. A test fails when one is stale.
+sync-notebooks:
+	python3 tools/generate.py
+	python3 tools/nbtemplate.py check
 
 clean:
 	rm -rf .venv .venv-hosted .venv-latest .venv-book $(CAPSULE) _build _output
@@ -175,34 +212,21 @@ bench: $(STAMP)
 	$(REFRESH_HELPERS)
 	$(TEST_ENV) $(PY) tools/benchmark.py --out _output/bench
 
-# Run every notebook twice in one kernel from a temporary working directory (slow; not part of `make test`).
-rerun-check: $(STAMP)
-	$(REFRESH_HELPERS)
-	$(TEST_ENV) $(PY) tools/run_twice.py $(NOTEBOOKS)
-
 # Every code cell executed twice in a row, then on to the next (a learner's Shift+Enter twice), each notebook in a
 # fresh kernel from a temporary cwd; cells that refuse a re-run on purpose are listed in tools/run_each_twice.py.
+# RERUN=all: "Run All" twice in one kernel instead (what a learner does on coming back to a notebook).
+RERUN ?= each
 RERUN_CELL_TIMEOUT ?= 120
-rerun-each: $(STAMP)
+rerun-each: $(TORCH_STAMP)
+	@case "$(RERUN)" in each|all) ;; *) echo "RERUN=$(RERUN): use RERUN=each (default) or RERUN=all"; exit 2;; esac
 	$(REFRESH_HELPERS)
-	$(TEST_ENV) $(PY) tools/run_each_twice.py --cell-timeout $(RERUN_CELL_TIMEOUT) $(NOTEBOOKS)
-
-# Executed copies with outputs and figures, for reading without running (ignored folder _build/html).
-# No MPLBACKEND here: the kernel keeps matplotlib's inline backend, so every plt.show() draws into the copy.
-HTML_NOTEBOOKS ?= $(wildcard notebooks/*.ipynb)
-HTML_DIR ?= _build/html
-html: $(STAMP)
-	$(REFRESH_HELPERS)
-	env -u MPLBACKEND $(TEST_ENV) $(VENV)/bin/jupyter nbconvert --to html --execute \
-	  --ExecutePreprocessor.timeout=$(NB_CELL_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 \
-	  --output-dir "$(HTML_DIR)" $(HTML_NOTEBOOKS)
-	@echo "executed copies written to $(HTML_DIR)/ (open $(HTML_DIR)/$(basename $(notdir $(firstword $(HTML_NOTEBOOKS)))).html)"
+	$(TEST_ENV) $(PY) tools/run_each_twice.py --cell-timeout $(RERUN_CELL_TIMEOUT) $(if $(filter all,$(RERUN)),--all-twice) $(NOTEBOOKS)
 
 # Peak memory of each notebook run as a learner runs it (fresh kernel, temporary folder): PSS of the kernel and
 # all its child processes, sampled every 0.2 s. NOTEBOOKS=... to choose; MEMCHECK_ARGS=--one-core imitates
 # Binder (1 CPU); fails if a notebook fails or peaks over 2 GiB (MEMCHECK_ARGS="--limit-mib N --json PATH").
 MEMCHECK_ARGS ?=
-memcheck: $(STAMP)
+memcheck: $(TORCH_STAMP)
 	$(REFRESH_HELPERS)
 	$(TEST_ENV) $(PY) tools/memcheck.py $(MEMCHECK_ARGS) $(NOTEBOOKS)
 
@@ -211,21 +235,20 @@ memcheck: $(STAMP)
 # quiet 2-core machine from a fresh clone, then commit docs/timings.json and docs/workshop.md.
 TIMINGS_DIR ?= _output/timings
 TIMINGS_MACHINE ?=
-timings: $(STAMP) capsule
+timings: $(TORCH_STAMP) capsule
 	$(REFRESH_HELPERS)
 	rm -rf $(TIMINGS_DIR) && mkdir -p $(TIMINGS_DIR)
-	NB_TIMES_JSON=$(TIMINGS_DIR)/nb_times.json $(TEST_ENV) $(PY) -m pytest notebooks --nbval-lax \
-	  --nbval-current-env --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider
+	NB_TIMES_JSON=$(TIMINGS_DIR)/nb_times.json $(TEST_ENV) $(PY) -m pytest notebooks $(NBVAL)
 	$(TEST_ENV) $(PY) tools/memcheck.py --one-core --json $(TIMINGS_DIR)/memcheck.json
 	$(PY) tools/timings.py record --tests $(TIMINGS_DIR)/nb_times.json --memcheck $(TIMINGS_DIR)/memcheck.json \
 	  $(if $(TIMINGS_MACHINE),--machine "$(TIMINGS_MACHINE)")
-	$(PY) tools/timings.py render
+	python3 tools/generate.py
 
-# The course website (tools/book.py says how): each lesson executed once in $(VENV) (quick mode, as `make html`
-# does; a copy is re-executed only when its notebook or the helpers changed), then rendered by Sphinx + myst-nb +
-# sphinx-book-theme with execution off, from their own environment ($(BOOK_VENV), requirements-book.txt; never
-# in .venv). BOOK_NOTEBOOKS=... builds a subset; `make -j2 book` executes two lessons at a time.
-BOOK_DIR ?= _build/book
+# The course website (tools/book.py says how): the executed copies the pinned stack's nbval run left (`make test`,
+# `make notebooks`), rendered by Sphinx + myst-nb + sphinx-book-theme with execution off, from their own
+# environment ($(BOOK_VENV), requirements-book.txt; never in .venv). A lesson whose copy is missing, or older than
+# the notebook or the helpers, is run first, through the same nbval run (one lesson per job: `make -j2 book`).
+# BOOK_NOTEBOOKS=... builds a subset.
 BOOK_VENV ?= .venv-book
 BOOK_PY := $(BOOK_VENV)/bin/python
 BOOK_STAMP := $(BOOK_VENV)/.installed
@@ -244,11 +267,10 @@ $(BOOK_STAMP): requirements-book.txt
 	@touch $@
 
 $(BOOK_DIR)/executed/%.ipynb: notebooks/%.ipynb $(STAMP) $(wildcard helpers/*.py helpers/*/*.py)
+	@$(MAKE) --no-print-directory $(TORCH_STAMP)
 	$(REFRESH_HELPERS)
-	@mkdir -p $(@D)
-	env -u MPLBACKEND $(TEST_ENV) $(VENV)/bin/jupyter nbconvert --to notebook --execute --log-level=WARN \
-	  --ExecutePreprocessor.timeout=$(NB_CELL_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 \
-	  --output-dir "$(@D)" $<
+	NB_EXECUTED_DIR=$(@D) $(TEST_ENV) $(PY) -m pytest $< $(NBVAL) -q
+	@test -f $@ || { echo "$<: no executed copy was written (a cell failed)"; exit 1; }
 
 book: $(STAMP) $(BOOK_STAMP) $(BOOK_EXECUTED)
 	$(BOOK_PY) tools/book.py prepare --executed $(BOOK_DIR)/executed --out $(BOOK_DIR)/src $(BOOK_NOTEBOOKS)
@@ -259,3 +281,10 @@ book: $(STAMP) $(BOOK_STAMP) $(BOOK_EXECUTED)
 book-test: book
 	$(BOOK_PY) tools/book_check.py --site $(BOOK_DIR)/html --executed $(BOOK_DIR)/executed --out $(BOOK_TEST_OUT) \
 	  $(BOOK_NOTEBOOKS)
+
+# A real one-node Slurm on this machine (root; Debian's slurm-wlm and munge, installed where missing) and the
+# course's TensorFlow, JAX and PyTorch jobs under it: tools/slurm/check.sh, with this stack's Python.
+SLURM_CHECK := tools/slurm/check.sh
+slurm-check: $(TORCH_STAMP)
+	@test -f $(SLURM_CHECK) || { echo "slurm-check: $(SLURM_CHECK) does not exist yet: no Slurm check ran"; exit 1; }
+	PYTHON="$(CURDIR)/$(PY)" $(TEST_ENV) bash $(SLURM_CHECK)
