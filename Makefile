@@ -64,7 +64,7 @@ KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 TEST_ENV := env -u MPLBACKEND PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider
 
-.PHONY: help install install-torch lab lint test unit notebooks capsule capsule-record gpu-check sync-notebooks clean bench rerun-each memcheck timings book book-test slurm-check
+.PHONY: help install install-torch install-book lab lint test unit notebooks capsule capsule-record gpu-check sync-notebooks clean bench rerun-each memcheck timings book book-test slurm-check
 
 help:
 	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
@@ -271,6 +271,8 @@ $(BOOK_DIR)/executed/%.ipynb: notebooks/%.ipynb $(STAMP) $(wildcard helpers/*.py
 	$(REFRESH_HELPERS)
 	NB_EXECUTED_DIR=$(@D) $(TEST_ENV) $(PY) -m pytest $< $(NBVAL) -q
 	@test -f $@ || { echo "$<: no executed copy was written (a cell failed)"; exit 1; }
+
+install-book: $(BOOK_STAMP)
 
 book: $(STAMP) $(BOOK_STAMP) $(BOOK_EXECUTED)
 	$(BOOK_PY) tools/book.py prepare --executed $(BOOK_DIR)/executed --out $(BOOK_DIR)/src $(BOOK_NOTEBOOKS)

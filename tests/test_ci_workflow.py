@@ -41,9 +41,14 @@ def test_makefile_targets_are_read_correctly():
 
 
 def _make_lines(text: str) -> list[str]:
-    """The `make ...` commands of a shell script (`phase "NAME" make X ...` counts as `make X ...`)."""
-    commands = [re.sub(r'^phase "[^"]*" ', "", line.strip()) for line in text.splitlines()]
-    return [c for c in commands if c.startswith("make ")]
+    """The `make ...` commands of a shell script (`phase "NAME" make X ...` and `background "NAME" make X ...`
+    count as `make X ...`)."""
+    found = []
+    for line in text.splitlines():
+        m = re.search(r'(?:^|\s)(?:phase|background) "[^"]*" (make .*)$', line) or re.match(r"\s*(make .*)$", line)
+        if m and not line.lstrip().startswith("#"):
+            found.append(m.group(1).strip())
+    return found
 
 
 def test_every_step_is_ci_run_or_a_makefile_target():
@@ -89,3 +94,15 @@ def test_contributing_names_only_real_targets():
     named = set(re.findall(r"`make (?:-\S+ )*([a-z][a-z-]*)", (ROOT / "CONTRIBUTING.md").read_text()))
     assert {"test", "notebooks", "rerun-each", "book-test", "memcheck", "sync-notebooks"} <= named
     assert named <= makefile_targets((ROOT / "Makefile").read_text()), named - makefile_targets((ROOT / "Makefile").read_text())
+
+
+def test_lint_needs_no_course_environment(tmp_path):
+    """`make lint` installs ruff's pin alone (into its own venv) and runs nblint with the system's Python: nothing
+    of the course's 3 GB environment, whichever VENV is asked for."""
+    dry = subprocess.run(["make", "-n", "--no-print-directory", "lint", f"VENV={tmp_path}/course-venv",
+                          f"LINT_VENV={tmp_path}/lint"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         stdin=subprocess.DEVNULL, env=_env())
+    assert dry.returncode == 0, dry.stderr
+    assert "course-venv" not in dry.stdout and "requirements.txt" not in dry.stdout, dry.stdout
+    pin = re.search(r"^ruff==\S+$", (ROOT / "requirements.txt").read_text(), re.M).group(0)
+    assert f"pip install -q --disable-pip-version-check {pin}" in dry.stdout
