@@ -22,6 +22,8 @@ ifeq ($(STACK),pinned)
   TORCH_REQUIREMENTS := requirements-torch.txt
   HELPERS_INSTALL := --no-deps -e .
   NB_RUN_ENV := NB_EXECUTED_DIR=$(BOOK_DIR)/executed
+  # make test runs each cell twice here (the plain run plus each cell's second run, in one pass).
+  TEST_RERUN := each
 else ifeq ($(STACK),hosted)
   PY_VERSION := 3.13
   VENV ?= .venv-hosted
@@ -63,13 +65,21 @@ KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 # pytest plugin starts each notebook's kernel without them).
 TEST_ENV := env -u MPLBACKEND PYTHONHASHSEED=0 PYTHONUNBUFFERED=1
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NB_CELL_TIMEOUT) -p no:cacheprovider
+# Re-runs (tools/pytest_course.py): RERUN=each runs every cell a second time right after its first run, RERUN=all
+# the whole notebook a second time, RERUN=off neither. Unset: make test on the pinned stack runs each cell twice,
+# make rerun-each too, every other run plainly.
+RERUN ?=
+ifneq ($(filter-out each all off,$(RERUN)),)
+  $(error RERUN=$(RERUN): use RERUN=each, RERUN=all or RERUN=off)
+endif
+nb_rerun = NB_RERUN=$(if $(filter off,$(RERUN)),,$(or $(RERUN),$(1)))
 
 .PHONY: help install install-torch install-book lab lint test unit notebooks capsule capsule-record gpu-check sync-notebooks clean bench rerun-each memcheck timings book book-test slurm-check
 
 help:
 	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
 	@echo "                    (LAB_ARGS='--port=8890 --IdentityProvider.token=abc' passes options to jupyter lab)"
-	@echo "make test         - unit tests + every notebook through nbval, with a per-notebook time table (maintainers, CI)"
+	@echo "make test         - every test + every notebook through nbval, timed (pinned stack: each cell run twice)"
 	@echo "make notebooks    - every lesson top to bottom through nbval, timed: the check for learners and instructors"
 	@echo "make install      - only create and fill the environment (.venv, or .venv-hosted with STACK=hosted)"
 	@echo "make install-torch - add PyTorch to it, for lesson 12 (make test and make notebooks do it themselves)"
@@ -80,8 +90,8 @@ help:
 	@echo "make bench        - the scaling benchmark from the command line: CSV + PNG under _output/bench/"
 	@echo "make book         - the course website (each lesson's executed copy, search, launch links) in _build/book/html/"
 	@echo "make book-test    - make book, then check the site in headless Chromium (screenshot in _output/book-test/)"
-	@echo "make rerun-each   - every notebook with each code cell executed twice in a row (slow; CI runs it);"
-	@echo "                    RERUN=all runs each notebook top to bottom twice in one kernel instead"
+	@echo "make rerun-each   - every notebook with each code cell executed twice in a row (make test does it on the"
+	@echo "                    pinned stack); RERUN=all: each notebook top to bottom twice in one kernel instead"
 	@echo "make memcheck     - peak memory (kernel + child processes) and time per notebook; NOTEBOOKS=..., MEMCHECK_ARGS=--one-core (Binder-like)"
 	@echo "make timings      - measure every notebook (2 cores + one core) and regenerate docs/workshop.md's timing table"
 	@echo "make gpu-check    - on a GPU machine: every notebook on 1 GPU split in 2 and on 2 real GPUs, timed, with a report"
@@ -172,7 +182,7 @@ capsule-record: $(STAMP) capsule
 test: $(TORCH_STAMP)
 	$(REFRESH_HELPERS)
 	@echo "stack: $(STACK) ($(VENV), $$($(PY) -c 'import platform; print("Python", platform.python_version())'))"
-	$(NB_RUN_ENV) $(TEST_ENV) $(PY) -m pytest tests notebooks $(NBVAL) $(PYTEST_ARGS)
+	$(NB_RUN_ENV) $(call nb_rerun,$(TEST_RERUN)) $(TEST_ENV) $(PY) -m pytest tests notebooks $(NBVAL) $(PYTEST_ARGS)
 
 # The unit tests without the end-to-end ones (marked slow: an environment built, a server or kernel started, a
 # lesson's script run); `make test` runs them all.
@@ -183,7 +193,7 @@ unit: $(TORCH_STAMP)
 # Every lesson top to bottom, each in a fresh kernel, with the time table: the check a learner or an instructor runs.
 notebooks: $(TORCH_STAMP)
 	$(REFRESH_HELPERS)
-	$(NB_RUN_ENV) $(TEST_ENV) $(PY) -m pytest notebooks $(NBVAL) $(PYTEST_ARGS)
+	$(NB_RUN_ENV) $(call nb_rerun,) $(TEST_ENV) $(PY) -m pytest notebooks $(NBVAL) $(PYTEST_ARGS)
 
 # On a GPU machine, in the shapes learners have: one GPU split into 2 logical GPUs (Colab) and, with 2+ GPUs, two
 # real GPUs (Kaggle's T4 x2); GPU_CHECK_SHAPES=split|two picks one. The probe reads nvidia-smi before anything is
@@ -212,15 +222,12 @@ bench: $(STAMP)
 	$(REFRESH_HELPERS)
 	$(TEST_ENV) $(PY) tools/benchmark.py --out _output/bench
 
-# Every code cell executed twice in a row, then on to the next (a learner's Shift+Enter twice), each notebook in a
-# fresh kernel from a temporary cwd; cells that refuse a re-run on purpose are listed in tools/run_each_twice.py.
-# RERUN=all: "Run All" twice in one kernel instead (what a learner does on coming back to a notebook).
-RERUN ?= each
-RERUN_CELL_TIMEOUT ?= 120
+# The notebooks with every code cell executed twice in a row, then on to the next (a learner's Shift+Enter twice),
+# each in a fresh kernel from a temporary folder; cells that refuse a re-run on purpose are listed in
+# tools/pytest_course.py (REFUSALS). RERUN=all: "Run All" twice in one kernel instead. NOTEBOOKS=... picks some.
 rerun-each: $(TORCH_STAMP)
-	@case "$(RERUN)" in each|all) ;; *) echo "RERUN=$(RERUN): use RERUN=each (default) or RERUN=all"; exit 2;; esac
 	$(REFRESH_HELPERS)
-	$(TEST_ENV) $(PY) tools/run_each_twice.py --cell-timeout $(RERUN_CELL_TIMEOUT) $(if $(filter all,$(RERUN)),--all-twice) $(NOTEBOOKS)
+	$(NB_RUN_ENV) $(call nb_rerun,each) $(TEST_ENV) $(PY) -m pytest $(or $(NOTEBOOKS),notebooks) $(NBVAL) $(PYTEST_ARGS)
 
 # Peak memory of each notebook run as a learner runs it (fresh kernel, temporary folder): PSS of the kernel and
 # all its child processes, sampled every 0.2 s. NOTEBOOKS=... to choose; MEMCHECK_ARGS=--one-core imitates
@@ -238,7 +245,7 @@ TIMINGS_MACHINE ?=
 timings: $(TORCH_STAMP) capsule
 	$(REFRESH_HELPERS)
 	rm -rf $(TIMINGS_DIR) && mkdir -p $(TIMINGS_DIR)
-	NB_TIMES_JSON=$(TIMINGS_DIR)/nb_times.json $(TEST_ENV) $(PY) -m pytest notebooks $(NBVAL)
+	NB_TIMES_JSON=$(TIMINGS_DIR)/nb_times.json NB_RERUN= $(TEST_ENV) $(PY) -m pytest notebooks $(NBVAL)
 	$(TEST_ENV) $(PY) tools/memcheck.py --one-core --json $(TIMINGS_DIR)/memcheck.json
 	$(PY) tools/timings.py record --tests $(TIMINGS_DIR)/nb_times.json --memcheck $(TIMINGS_DIR)/memcheck.json \
 	  $(if $(TIMINGS_MACHINE),--machine "$(TIMINGS_MACHINE)")
@@ -269,7 +276,7 @@ $(BOOK_STAMP): requirements-book.txt
 $(BOOK_DIR)/executed/%.ipynb: notebooks/%.ipynb $(STAMP) $(wildcard helpers/*.py helpers/*/*.py)
 	@$(MAKE) --no-print-directory $(TORCH_STAMP)
 	$(REFRESH_HELPERS)
-	NB_EXECUTED_DIR=$(@D) $(TEST_ENV) $(PY) -m pytest $< $(NBVAL) -q
+	NB_EXECUTED_DIR=$(@D) NB_RERUN= $(TEST_ENV) $(PY) -m pytest $< $(NBVAL) -q
 	@test -f $@ || { echo "$<: no executed copy was written (a cell failed)"; exit 1; }
 
 install-book: $(BOOK_STAMP)

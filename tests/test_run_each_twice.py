@@ -1,7 +1,11 @@
-"""tools/run_each_twice.py: a cell that breaks when run twice in a row fails the notebook; a listed refusal does not."""
+"""Re-runs (tools/pytest_course.py's NB_RERUN, run by tools/run_each_twice.py and make test on the pinned stack):
+a cell that breaks when run twice fails the notebook, a listed refusal does not, "Run All" twice finds what each
+cell twice cannot, and the first runs stay the plain run (their outputs are the ones kept)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -9,55 +13,67 @@ import pytest
 import run_each_twice as ret  # tools/run_each_twice.py
 
 ROOT = Path(__file__).resolve().parent.parent
+CONFTEST = (f"import sys\nsys.path.insert(0, {str(ROOT / 'tools')!r})\npytest_plugins = ['pytest_course']\n"
+            "import pytest_course\n")
 
 
-def _notebook(tmp_path: Path, sources: list[str]) -> Path:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+def _notebook(folder: Path, name: str, sources: list[str]) -> str:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     for i, c in enumerate(nb.cells):
         c.id = f"c{i}"
-    path = tmp_path / "00_t.ipynb"
-    nbformat.write(nb, path)
-    return path
+    nbformat.write(nb, folder / name)
+    return name
 
 
-def test_rerun_safe_notebook_passes(tmp_path):
-    path = _notebook(tmp_path, ["x = 1", "x += 1", "assert x == 2"])   # x += 1 twice gives 3 ...
-    with pytest.raises(RuntimeError, match="cell 2"):
-        ret.run_notebook(path, cell_timeout=60, refusals={})
-    path = _notebook(tmp_path, ["x = 1", "y = x + 1", "assert y == 2"])
-    secs, notes = ret.run_notebook(path, cell_timeout=60, refusals={})
-    assert secs > 0 and notes == []
+def _run(folder: Path, names: list[str], all_twice: bool = False, refusals: str = "", **env) -> str:
+    (folder / "conftest.py").write_text(CONFTEST + refusals)
+    cmd, run_env = ret.command(names, all_twice=all_twice, cell_timeout=60)
+    done = subprocess.run(cmd, cwd=folder, env={**run_env, "NB_BUDGET_S": "600", **env}, capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+    return done.stdout + done.stderr
 
 
-def test_listed_refusal_reruns_from_the_named_cell(tmp_path):
-    path = _notebook(tmp_path, [
-        "n = 0",
-        "n += 1",
-        "if n != 1:\n    raise RuntimeError('the cell above ran twice: re-run from the cell n = 0')",
-    ])
-    listed = {"00_t.ipynb": [ret.Refusal("c2", "re-run from the cell n = 0", "c0")]}
-    secs, notes = ret.run_notebook(path, cell_timeout=60, refusals=listed)
-    assert notes == ["cell 2 refused as listed; re-ran from cell 0"]
-    wrong = {"00_t.ipynb": [ret.Refusal("c2", "another message", "c0")]}
-    with pytest.raises(RuntimeError, match="cell 2"):
-        ret.run_notebook(path, cell_timeout=60, refusals=wrong)
+@pytest.mark.slow
+def test_each_cell_twice(tmp_path):
+    names = [_notebook(tmp_path, "00_safe.ipynb", ["x = 1", "y = x + 1", "assert y == 2"]),
+             _notebook(tmp_path, "01_counts.ipynb", ["x = 1", "x += 1", "assert x == 2"]),   # x += 1 twice: 3
+             _notebook(tmp_path, "02_second.ipynb", ["import os, tempfile\nd = tempfile.mkdtemp()",
+                                                     "os.mkdir(os.path.join(d, 'x'))"]),
+             _notebook(tmp_path, "03_counter.ipynb", ["import itertools\nc = globals().get('c') or itertools.count()",
+                                                      "print('run', next(c))"])]
+    out = _run(tmp_path, names, NB_EXECUTED_DIR=str(tmp_path / "copies"))
+    failed = sorted(line.split("::")[0].split()[-1] for line in out.splitlines() if line.startswith("FAILED "))
+    assert failed == ["01_counts.ipynb", "02_second.ipynb"], out[-3000:]
+    assert "FAILED 01_counts.ipynb::Cell 2" in out                      # the cell after the one that counted
+    assert "Cell 1: run twice in a row (Shift+Enter twice), the second run fails" in out
+    copy = json.loads((tmp_path / "copies" / "03_counter.ipynb").read_text())
+    assert "".join(copy["cells"][1]["outputs"][0]["text"]) == "run 0\n"   # the first run's output is kept
+    assert "re-runs (NB_RERUN=each)" in out
 
 
-def test_run_all_twice_reruns_the_whole_notebook_in_one_kernel(tmp_path):
-    """Each cell twice in a row passes here; the second "Run All" meets the file the last cell wrote."""
-    path = _notebook(tmp_path, ["import os", "assert not os.path.exists('done')", "open('done', 'w').close()"])
-    assert ret.run_notebook(path, cell_timeout=60, refusals={})[1] == []
-    with pytest.raises(RuntimeError, match="cell 1 .*run 2"):
-        ret.run_notebook(path, cell_timeout=60, refusals={}, all_twice=True)
+@pytest.mark.slow
+def test_a_listed_refusal_reruns_from_the_cell_it_names(tmp_path):
+    name = _notebook(tmp_path, "00_t.ipynb", [
+        "n = 0", "n += 1",
+        "if n != 1:\n    raise RuntimeError('the cell above ran twice: re-run from the cell n = 0')", "assert n == 1"])
+    listed = "pytest_course.REFUSALS['00_t.ipynb'] = [pytest_course.Refusal('c2', '{}', 'c0')]\n"
+    out = _run(tmp_path, [name], refusals=listed.format("re-run from the cell n = 0"))
+    assert "4 passed" in out and "00_t.ipynb::Cell 2: refused as listed; re-ran from cell 0" in out, out[-3000:]
+    out = _run(tmp_path, [name], refusals=listed.format("another message"))
+    assert "FAILED 00_t.ipynb::Cell 2" in out, out[-3000:]
 
 
-def test_dead_kernel_is_reported(tmp_path):
-    path = _notebook(tmp_path, ["import os; os._exit(1)"])
-    with pytest.raises(RuntimeError, match="kernel died|cell 0"):
-        ret.run_notebook(path, cell_timeout=60, refusals={})
+@pytest.mark.slow
+def test_run_all_twice_finds_what_each_cell_twice_cannot(tmp_path):
+    name = _notebook(tmp_path, "00_t.ipynb", ["import os", "assert not os.path.exists('done')",
+                                              "open('done', 'w').close()"])   # the kernel's own temporary folder
+    assert "3 passed" in _run(tmp_path, [name])
+    out = _run(tmp_path, [name], all_twice=True)
+    assert "Cell 1: Run All a second time in the same kernel, this cell fails" in out, out[-3000:]
 
 
-def test_bad_timeout(tmp_path):
+def test_bad_arguments():
     with pytest.raises(ValueError, match="cell_timeout"):
-        ret.run_notebook(_notebook(tmp_path, ["1"]), cell_timeout=0)
+        ret.command(["x.ipynb"], cell_timeout=0)
+    cmd, env = ret.command(["notebooks/01_x.ipynb"], all_twice=True)
+    assert env["NB_RERUN"] == "all" and "--nbval-lax" in cmd and "notebooks/01_x.ipynb" in cmd

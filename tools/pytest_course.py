@@ -12,16 +12,29 @@
 4. A learner's kernel: each notebook's kernel starts with the environment this session started with (what make
    gave it), not with what unit tests set in this process since (tests/conftest.py's ``MPLBACKEND=Agg`` and
    ``TF_CPP_MIN_LOG_LEVEL``, a test's ``MULTIGPU_*`` variable), so figures are drawn and start-up noise shows as a
-   learner would see it. ``NB_KERNEL_ENV="NAME=VALUE ..."`` adds to it for the kernels only: ``make test
-   STACK=hosted`` runs the JAX lessons on Kaggle's count of 2 devices that way.
+   learner would see it; and in a fresh temporary folder, not the notebook's own (as on Colab, where the notebook
+   is not in the working directory), so no cell depends on the folder it starts from. ``NB_KERNEL_ENV="NAME=VALUE
+   ..."`` adds to the environment for the kernels only: ``make test STACK=hosted`` runs the JAX lessons on
+   Kaggle's count of 2 devices that way.
 5. Executed copies: with ``NB_EXECUTED_DIR=dir``, each notebook whose every cell passed is written there with its
    outputs, as nbformat stores it (the website renders these instead of running the lessons again); a notebook
    that failed leaves no copy, and an older copy of it is removed.
+6. Re-runs, the house rule that any cell run twice gives the same result: ``NB_RERUN=each`` runs every cell a
+   second time right after its first run (a learner's Shift+Enter twice), ``NB_RERUN=all`` runs the whole notebook
+   a second time after its last cell ("Run All" twice), in the same kernel. Only what the plain run cannot prove
+   is added: the first runs are the plain run (their outputs are the ones checked, indexed and copied, their
+   seconds the ones budgeted). A cell listed in ``REFUSALS`` may refuse a re-run with its message: then the cells
+   from the one the message names up to it run again, and the notebook goes on.
 """
 
 
 import os
+import re
+import shutil
+import tempfile
+import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import error_index
@@ -30,6 +43,7 @@ from nblint import output_problems
 from nbtemplate import canonical_text
 
 _NB_TIMES: dict = defaultdict(float)
+_NB_RERUN_TIMES: dict = defaultdict(float)
 _NB_FAILED: set = set()
 BUDGET_S = float(os.environ.get("NB_BUDGET_S", "40"))
 #: A notebook over FAIL_FACTOR x its budget fails the run.
@@ -84,23 +98,134 @@ def _is_cell(item) -> bool:
     return str(getattr(item, "fspath", "")).endswith(".ipynb") and hasattr(item, "cell_num")
 
 
+_KERNEL_DIRS: dict = {}                     # notebook path -> the temporary folder its kernel started in
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
-    """nbval starts a notebook's kernel in its first cell's set-up, from ``os.environ``: give it the learner's."""
+    """nbval starts a notebook's kernel in its first cell's set-up, from ``os.environ``, in the notebook's folder:
+    give it the learner's environment and a fresh temporary folder instead."""
     if not _is_cell(item):
         yield
         return
-    saved = dict(os.environ)
+    import nbval.plugin
+
+    saved, start_kernel = dict(os.environ), nbval.plugin.RunningKernel
+    if item.parent.kernel is None:
+        folder = _KERNEL_DIRS.setdefault(str(item.fspath), tempfile.mkdtemp(prefix="nbval-kernel-"))
+        nbval.plugin.RunningKernel = lambda *args, cwd=None, **kw: start_kernel(*args, cwd=folder, **kw)
     os.environ.clear()
     os.environ.update(kernel_env(_SESSION_ENV, _SESSION_ENV.get("NB_KERNEL_ENV", "")))
     try:
         yield
     finally:
+        nbval.plugin.RunningKernel = start_kernel
         os.environ.clear()
         os.environ.update(saved)
 
 
 _CELL_OUTPUTS: dict = defaultdict(dict)     # notebook path -> {cell number: outputs}, cells that passed
+
+
+# ---- re-runs (NB_RERUN=each|all) --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Refusal:
+    """A cell that, after its predecessor (or itself) ran twice, fails on purpose with an explanation."""
+
+    cell_id: str       # the cell that fails
+    message: str       # the stable part of the sentence it prints
+    rerun_from: str    # the cell id the message tells the learner to re-run from
+
+
+#: notebook file name -> the listed refusals. Keep this list short: every entry is a cell a learner must re-run.
+REFUSALS: dict[str, list[Refusal]] = {}
+RERUN_MODES = ("", "each", "all")
+_RERUN_S: dict = defaultdict(float)         # item node id -> seconds its re-runs took (not budgeted)
+_RERUN_NOTES: list = []                     # refusals met, for the summary
+
+
+def rerun_mode() -> str:
+    mode = os.environ.get("NB_RERUN", _SESSION_ENV.get("NB_RERUN", ""))
+    if mode not in RERUN_MODES:
+        raise pytest.UsageError(f"NB_RERUN={mode!r}: use NB_RERUN=each, NB_RERUN=all or leave it unset")
+    return mode
+
+
+def pytest_configure(config):
+    rerun_mode()                                 # a wrong NB_RERUN stops the run before any notebook starts
+
+
+def _cells_of(item) -> list:
+    return [i for i in item.session.items if i.parent is item.parent]
+
+
+def _refused(item, exc: BaseException) -> bool:
+    """True when ``item`` is a listed refusal that failed with its message; the cells from the one it names up to it
+    then run again, once each (an error there fails the cell)."""
+    listed = {r.cell_id: r for r in REFUSALS.get(os.path.basename(str(item.fspath)), [])}
+    refusal = listed.get(item.cell.get("id"))
+    said = re.sub(r"\x1b\[[0-9;]*m", "", f"{exc}\n{getattr(exc, 'inner_traceback', '') or ''}")
+    if refusal is None or refusal.message not in said:
+        return False
+    cells = _cells_of(item)
+    ids = [c.cell.get("id") for c in cells]
+    if refusal.rerun_from not in ids:
+        raise ValueError(f"REFUSALS: no cell {refusal.rerun_from!r} in {item.fspath}")
+    for other in cells[ids.index(refusal.rerun_from):cells.index(item) + 1]:
+        other.runtest()
+    _RERUN_NOTES.append(f"{item.nodeid}: refused as listed; re-ran from cell {ids.index(refusal.rerun_from)}")
+    return True
+
+
+def _rerun_failed(item, what: str, exc: BaseException):
+    """The error nbval reports for a re-run that failed, saying which re-run."""
+    from nbval.plugin import NbCellError
+
+    inner = getattr(exc, "inner_traceback", None)
+    return NbCellError(item.cell_num, f"{what}: {exc}", item.cell.source, inner)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    mode = rerun_mode() if _is_cell(item) else ""
+    try:
+        result = yield
+    except Exception as exc:
+        if mode and _refused(item, exc):
+            return None
+        raise
+    if mode == "each":
+        first, start = item.test_outputs, time.perf_counter()
+        try:
+            item.runtest()
+            second = output_problems(item.test_outputs)
+        except Exception as exc:
+            if not _refused(item, exc):
+                raise _rerun_failed(item, "run twice in a row (Shift+Enter twice), the second run fails", exc) \
+                    from None
+            second = []
+        finally:
+            _RERUN_S[item.nodeid] += time.perf_counter() - start
+            item.test_outputs = first
+        if second:
+            raise _rerun_failed(item, "run twice in a row, the second run shows what a learner should not see",
+                                RuntimeError("; ".join(second)))
+    elif mode == "all" and _cells_of(item)[-1] is item:
+        start = time.perf_counter()
+        first = item.test_outputs
+        try:
+            for other in _cells_of(item):
+                try:
+                    other.runtest()
+                except Exception as exc:
+                    if not _refused(other, exc):
+                        raise _rerun_failed(other, "Run All a second time in the same kernel, this cell fails",
+                                            exc) from None
+        finally:
+            _RERUN_S[item.nodeid] += time.perf_counter() - start
+            item.test_outputs = first
+    return result
 
 
 def executed_copy(nb: dict, outputs: dict) -> dict:
@@ -121,10 +246,14 @@ def executed_copy(nb: dict, outputs: dict) -> dict:
 
 
 def pytest_runtest_teardown(item, nextitem):
-    folder = os.environ.get("NB_EXECUTED_DIR") or _SESSION_ENV.get("NB_EXECUTED_DIR")
-    if not folder or not _is_cell(item) or (nextitem is not None and nextitem.parent is item.parent):
+    if not _is_cell(item) or (nextitem is not None and nextitem.parent is item.parent):
         return
     path = str(item.fspath)
+    if path in _KERNEL_DIRS:
+        shutil.rmtree(_KERNEL_DIRS.pop(path), ignore_errors=True)
+    folder = os.environ.get("NB_EXECUTED_DIR") or _SESSION_ENV.get("NB_EXECUTED_DIR")
+    if not folder:
+        return
     target = Path(folder) / os.path.basename(path)
     cells = [c for c in item.parent.nb.cells if c.cell_type == "code"]
     done = _CELL_OUTPUTS.pop(path, {})
@@ -138,7 +267,9 @@ def pytest_runtest_teardown(item, nextitem):
 def pytest_runtest_logreport(report):
     path = report.nodeid.split("::")[0]
     if path.endswith(".ipynb"):
-        _NB_TIMES[path] += report.duration
+        rerun = _RERUN_S.pop(report.nodeid, 0.0) if report.when == "call" else 0.0
+        _NB_RERUN_TIMES[path] += rerun
+        _NB_TIMES[path] += report.duration - rerun     # the budget is the plain run's
         if report.failed:
             _NB_FAILED.add(path)
 
@@ -167,8 +298,13 @@ def pytest_terminal_summary(terminalreporter):
     for path in sorted(_NB_TIMES):
         secs, limit = _NB_TIMES[path], budget(path, mode)
         note = f"(budget {limit:.0f} s)" if limit is not None else "(no budget in full mode)"
-        tr.write_line(f"{path:<{width}}  {secs:7.1f} s  {note}  {verdict(secs, limit, path in _NB_FAILED)}")
+        rerun = f"  (+{_NB_RERUN_TIMES[path]:.1f} s re-runs, not budgeted)" if _NB_RERUN_TIMES.get(path) else ""
+        tr.write_line(f"{path:<{width}}  {secs:7.1f} s  {note}  {verdict(secs, limit, path in _NB_FAILED)}{rerun}")
     tr.write_line(f"{'total':<{width}}  {sum(_NB_TIMES.values()):7.1f} s")
+    if any(_NB_RERUN_TIMES.values()):
+        tr.write_line(f"re-runs (NB_RERUN={rerun_mode()}): {sum(_NB_RERUN_TIMES.values()):.1f} s more")
+    for line in _RERUN_NOTES:
+        tr.write_line(line)
     slow = budget_failures(_NB_TIMES, mode)
     if slow:
         tr.write_line(f"FAILED: over {FAIL_FACTOR:g}x the {BUDGET_S:.0f} s budget: {', '.join(slow)} "
