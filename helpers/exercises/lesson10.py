@@ -1,13 +1,16 @@
 """Exercises of 10_memory_and_profiling.
 
-10.1 is checked by measurement: XLA's ``memory_analysis()`` of the train step the answer describes, compiled
-on the lesson's N devices (Keras on JAX: the notebook's kernel; any other process measures in a fresh JAX
-process with N host devices, 4 unless told). Results are cached per answer.
+10.1 is checked by measurement: XLA's ``memory_analysis()`` of the train step the answer plans, compiled on the
+lesson's N devices (Keras on JAX: the notebook's kernel; any other process measures in a fresh JAX process with
+N host devices, 4 unless told, to which the answer travels as its source). Results are cached per answer.
+10.2 reads the learning rate the answer's optimizer gives at each update, on any backend.
 """
 
 from __future__ import annotations
 
-import re
+import inspect
+import math
+import textwrap
 
 import keras
 import numpy as np
@@ -15,7 +18,7 @@ from keras import distribution as kd
 
 from ..checks import is_int
 from ..memory_report import bytes_on_device, compiled_memory
-from . import devices_here, jax_devices_here, register, run_in_jax
+from . import describe, devices_here, error_line, jax_devices_here, register, run_in_jax
 
 # ---- 10.1: fit a model into a per-device memory budget ------------------------------------------
 
@@ -27,7 +30,6 @@ GLOBAL_BATCH = 256         #: examples per weight update
 #: answer with fewer devices or no sharding does not (2: 39.4, 4: 31.8, 8: 25.0).
 #: tests/test_exercises_lesson10.py re-measures N=2 and N=4.
 BUDGETS_MIB = {2: 35, 4: 28, 8: 23}
-KEYS_10_1 = ("replicas", "shard_weights", "gradient_accumulation_steps")
 
 
 def big_mlp(name: str = "big_mlp"):
@@ -37,40 +39,88 @@ def big_mlp(name: str = "big_mlp"):
                             + [keras.layers.Dense(10, name="out")], name=name)
 
 
-def _measure_here(replicas: int, shard_weights: bool, accumulation: int) -> dict:
-    """Compile the step in this process (Keras on JAX, >= ``replicas`` devices); bytes per device."""
+def _measure(dist, accumulation: int) -> dict:
+    """Compile big_mlp's train step under ``dist`` (Keras on JAX) with ``accumulation`` micro-batches per update;
+    bytes per device."""
     import jax
 
-    devices = kd.list_devices()[:replicas]
-    if shard_weights and replicas > 1:
-        layout_map = kd.LayoutMap(kd.DeviceMesh((replicas,), ("batch",), devices))
-        layout_map[".*kernel"] = ("batch", None)
-        dist = kd.ModelParallel(layout_map=layout_map, batch_dim_name="batch")
-    else:
-        dist = kd.DataParallel(devices=devices)
     with dist.scope():
         model = big_mlp()
         optimizer = keras.optimizers.Adam(1e-3, gradient_accumulation_steps=accumulation if accumulation > 1 else None)
         optimizer.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
-    def loss(trainable, non_trainable, x, y):
-        logits, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
-        return loss_fn(y, logits), non_trainable
+    def train_step(weights, opt_vars, x, y):
+        def loss(w):
+            return loss_fn(y, model.stateless_call(w, [], x, training=True)[0])
 
-    def train_step(trainable, non_trainable, opt_vars, x, y):
-        (value, non_trainable), grads = jax.value_and_grad(loss, has_aux=True)(trainable, non_trainable, x, y)
-        trainable, opt_vars = optimizer.stateless_apply(opt_vars, grads, trainable)
-        return value, trainable, non_trainable, opt_vars
+        value, grads = jax.value_and_grad(loss)(weights)
+        weights, opt_vars = optimizer.stateless_apply(opt_vars, grads, weights)
+        return value, weights, opt_vars
 
     micro = GLOBAL_BATCH // accumulation
-    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
-             [v.value for v in optimizer.variables])
+    state = ([v.value for v in model.trainable_variables], [v.value for v in optimizer.variables])
     x = kd.distribute_tensor(np.zeros((micro, INPUT_WIDTH), "float32"), dist.get_data_layout((micro, INPUT_WIDTH)))
     y = kd.distribute_tensor(np.zeros((micro,), "int32"), dist.get_data_layout((micro,)))
-    mem = compiled_memory(jax.jit(train_step, donate_argnums=(0, 2)).lower(*state, x, y).compile())
+    mem = compiled_memory(jax.jit(train_step, donate_argnums=(0, 1)).lower(*state, x, y).compile())
     return {"argument": mem["argument"], "temp": mem["temp"], "weights": bytes_on_device(state[0]),
-            "slots": bytes_on_device(state[2])}
+            "slots": bytes_on_device(state[1]), "full_weights": 4 * model.count_params()}
+
+
+def _facts_here(fn, n: int) -> dict:
+    """What ``fn(devices)`` plans on this process's first ``n`` JAX devices, measured; or the error it raised."""
+    try:
+        got = fn(kd.list_devices()[:n])
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise TypeError(f"plan(devices) must return (distribution, k), it returned {describe(got)}")
+        dist, k = got
+        if not (hasattr(dist, "scope") and hasattr(dist, "device_mesh")):
+            raise TypeError(f"the distribution is {describe(dist)}, not a keras.distribution (DataParallel, ...)")
+        if not is_int(k) or k < 1 or GLOBAL_BATCH % k:
+            raise ValueError(f"k={k!r}: give a whole number of micro-batches that divides {GLOBAL_BATCH} (1: none)")
+        facts = _measure(dist, int(k))
+    except Exception as exc:  # the learner's plan fails: that is the verdict
+        return {"n": n, "error": error_line(exc, 300)}
+    return {"n": n, "error": None, "k": int(k), "kind": type(dist).__name__,
+            "devices": int(np.prod(dist.device_mesh.shape)), **facts}
+
+
+_CACHE: dict = {}
+
+
+def facts(fns: list, n: "int | None" = None) -> list[dict]:
+    """:func:`_facts_here` for each answer (cached per source and N): here in lesson 10's kernel, else all in one
+    fresh JAX process, which re-creates each function from its source (kd, keras, np and big_mlp defined)."""
+    n = devices_here() if n is None else n
+    keys, sources = [], {}
+    for fn in fns:
+        try:
+            src = textwrap.dedent(inspect.getsource(fn))
+        except (OSError, TypeError):
+            src = None
+        keys.append((src or id(fn), n))
+        if src:
+            sources[keys[-1]] = (src, fn.__name__)
+    todo = [(key, fn) for key, fn in zip(keys, fns) if key not in _CACHE]
+    if todo and (jax_devices_here() or 0) >= n:
+        for key, fn in todo:
+            _CACHE[key] = _facts_here(fn, n)
+    elif todo:
+        if any(key not in sources for key, _ in todo):
+            raise ValueError("cannot read this function's source: define it in a cell or a file")
+        jobs = [sources[key] for key, _ in todo]
+        _CACHE.update(zip([key for key, _ in todo], run_in_jax(f"""
+            import json, keras, numpy as np
+            from keras import distribution as kd
+            from helpers.exercises.lesson10 import _facts_here, big_mlp
+            out = []
+            for src, name in {jobs!r}:
+                namespace = dict(kd=kd, keras=keras, np=np, big_mlp=big_mlp)
+                exec(src, namespace)
+                out.append(_facts_here(namespace[name], {n}))
+            print(json.dumps(out))
+        """, n)))
+    return [_CACHE[key] for key in keys]
 
 
 def budget_mib(devices: "int | None" = None) -> int:
@@ -82,59 +132,29 @@ def budget_mib(devices: "int | None" = None) -> int:
     return BUDGETS_MIB[n]
 
 
-_CACHE: dict = {}
-
-
-def measure_all(configs: "list[tuple[int, bool, int]]") -> dict:
-    """``{config: {"argument", "temp", "weights", "slots"}}``, bytes per device of the 10.1 step (cached) for each
-    ``(replicas, shard_weights, accumulation)``: here on JAX with enough devices, else in one fresh JAX process."""
-    configs = [(int(r), bool(s), int(a)) for r, s, a in configs]
-    todo = [c for c in dict.fromkeys(configs) if c not in _CACHE]
-    if todo and (jax_devices_here() or 0) >= max(c[0] for c in todo):
-        for c in todo:
-            _CACHE[c] = _measure_here(*c)
-    elif todo:
-        _CACHE.update(zip(todo, run_in_jax(f"""
-            import json
-            from helpers.exercises.lesson10 import _measure_here
-            print(json.dumps([_measure_here(*c) for c in {todo!r}]))
-        """, max(c[0] for c in todo))))
-    return {c: _CACHE[c] for c in configs}
-
-
 def _mib(n: int) -> str:
     return f"{n / 2 ** 20:.1f} MiB"
 
 
 def _check_budget(answer):
-    missing = [k for k in KEYS_10_1 if k not in answer]
-    if missing:
-        return False, f"the dict needs the keys {list(KEYS_10_1)}; missing {missing}"
-    replicas, shard, accum = answer["replicas"], answer["shard_weights"], answer["gradient_accumulation_steps"]
     n = devices_here()
-    allowed = [r for r in (1, 2, 4, 8, 16, 32, 64) if r <= n]
-    if replicas not in allowed or isinstance(replicas, bool):
-        choices = ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}" if len(allowed) > 1 else "1"
-        return False, f"replicas={replicas!r}: use {choices} (this kernel has {n} devices)"
-    if not isinstance(shard, bool):
-        return False, f"shard_weights={shard!r}: give True or False"
-    if not is_int(accum) or accum < 1:
-        return False, f"gradient_accumulation_steps={accum!r}: give a whole number >= 1 (1 = no accumulation)"
-    if GLOBAL_BATCH % (accum * replicas):
-        return False, (f"a global batch of {GLOBAL_BATCH} in {accum} micro-batch(es) split over {replicas} "
-                       f"replica(s) does not divide evenly; pick k so that {GLOBAL_BATCH} / k divides by {replicas}")
     budget = budget_mib(n)
-    config = (int(replicas), shard, int(accum))
-    m = measure_all([config])[config]
-    total = m["argument"] + m["temp"]
-    figures = (f"{_mib(total)} per device (weights {_mib(m['weights'])}, optimizer slots {_mib(m['slots'])}, "
-               f"temp {_mib(m['temp'])})")
+    [f] = facts([answer], n)
+    if f["error"]:
+        return False, f"your plan fails on {n} devices: {f['error']}"
+    total, replicas, k = f["argument"] + f["temp"], f["devices"], f["k"]
+    shard = f["weights"] < f["full_weights"]
+    figures = (f"{_mib(total)} per device (weights {_mib(f['weights'])}, optimizer slots {_mib(f['slots'])}, "
+               f"temp {_mib(f['temp'])}) with a {f['kind']} over {replicas} device(s) and k={k}")
     if total <= budget * 2 ** 20:
         return True, (f"measured {figures}, within {budget} MiB: sharding the weights over {replicas} devices "
                       "splits the weights and Adam slots, which replicas alone never do")
-    if shard and replicas == 1:
-        why = "sharding over 1 device splits nothing: shard over several replicas"
-    elif not shard and accum > 1:
+    if not shard and replicas == 1:
+        why = "a distribution over 1 device splits nothing: spread it over several devices"
+    elif not shard and f["kind"] == "ModelParallel":
+        why = ("your ModelParallel shards no kernel: every device holds them whole (does a LayoutMap key match "
+               "the whole path of each kernel?)")
+    elif not shard and k > 1:
         why = ("accumulation shrinks only the activations, which are small for this model, and adds a "
                "weight-sized accumulator; every replica still holds all weights and slots")
     elif not shard:
@@ -149,60 +169,83 @@ def _check_budget(answer):
 
 
 def _solve_budget():
-    # Weights + Adam slots dominate this model: only sharding them (FSDP) over all N devices shrinks them enough.
-    return {"replicas": devices_here(), "shard_weights": True, "gradient_accumulation_steps": 1}
+    def plan(devices):
+        # Weights + Adam slots dominate this model: only sharding them (FSDP) over all the devices shrinks them.
+        mesh = kd.DeviceMesh((len(devices),), ("batch",), devices)
+        layout_map = kd.LayoutMap(mesh)
+        layout_map[".*kernel"] = ("batch", None)
+        return kd.ModelParallel(layout_map=layout_map, batch_dim_name="batch"), 1
+
+    return plan
 
 
-register("10.1", title="fit a model into a per-device memory budget", checker=_check_budget,
-         solution=_solve_budget, expects="dict",
-         wants='a dict {"replicas": ..., "shard_weights": ..., "gradient_accumulation_steps": ...}',
+register("10.1", title="plan a step that fits a per-device memory budget", checker=_check_budget,
+         solution=_solve_budget, expects="function", takes=1,
+         wants="a function plan(devices) that returns (distribution, gradient_accumulation_steps)",
          hint="measure where this model's bytes go (weights, slots or temp); pick the lever that shrinks "
               "the biggest column per device.")
 
-# ---- 10.2: classify trace events -----------------------------------------------------------------
+# ---- 10.2: find and fix - a schedule that counts micro-steps -------------------------------------
 
-#: (name, thread, expected kind), from real XLA:CPU traces of JAX 0.7 and 0.10.
-CASES_10_2 = (
-    ("input", "python", "input"),
-    ("all-reduce", "tf_XLAEigen/9098522094897612013", "communication"),
-    ("all-reduce.1", "tf_XLAPjRtCpuClient/-1260997006963878914", "communication"),
-    ("all-gather.3", "tf_XLAEigen/5971624542882991528", "communication"),
-    ("reduce-scatter", "tf_XLAEigen/5971624542882991528", "communication"),
-    ("fusion.2", "tf_XLAPjRtCpuClient/4019071833920093399", "compute"),
-    ("dot.1", "tf_XLAPjRtCpuClient/2033840176511264804", "compute"),
-    ("multiply_add_fusion", "tf_XLAPjRtCpuClient/2033840176511264804", "compute"),
-    ("ThunkExecutor::Execute (wait for completion)", "tf_XLAPjRtCpuClient/1700736521859534092", None),
-    ("Rendezvous", "tf_XLAEigen/9098522094897612013", None),
-    ("Wait: pending_threads=1/4", "tf_XLAEigen/9098522094897612013", None),
-    ("PjitFunction(step)", "python", None),
-    ("$api.py:2035 device_put", "python", None),
-)
+#: The model's old schedule, in updates of a global batch of 256; now 4 micro-batches of 64 make one update.
+WARMUP_UPDATES, DECAY_UPDATES, PEAK, MICRO_BATCHES = 100, 1000, 1e-3, 4
 
 
-def _check_kind(answer):
+def _rates(optimizer, updates) -> list[float]:
+    """The learning rate ``optimizer`` uses at each update (its raw counter at ``update * k`` micro-steps)."""
+    k = optimizer.gradient_accumulation_steps or 1
+    out = []
+    for u in updates:
+        optimizer._iterations.assign(u * k)      # the counter a schedule reads: micro-steps
+        out.append(float(optimizer.learning_rate))
+    optimizer._iterations.assign(0)
+    return out
+
+
+def _check_schedule(answer):
+    optimizer = answer()
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        return False, f"make_optimizer() must return a Keras optimizer, it returned {describe(optimizer)}"
+    k = optimizer.gradient_accumulation_steps
+    if k != MICRO_BATCHES:
+        return False, f"gradient_accumulation_steps is {k!r}: keep {MICRO_BATCHES} micro-batches of 64 per update"
+    updates = list(range(0, WARMUP_UPDATES + DECAY_UPDATES + 101, 5))
+    old = keras.optimizers.schedules.CosineDecay(0.0, decay_steps=DECAY_UPDATES, warmup_target=PEAK,
+                                                 warmup_steps=WARMUP_UPDATES)
+    want, got = [float(old(u)) for u in updates], _rates(optimizer, updates)
+    if all(math.isclose(g, w, rel_tol=1e-4, abs_tol=1e-9) for g, w in zip(got, want)):
+        return True, (f"every update gets its old learning rate: the schedule counts micro-steps, so its warm-up "
+                      f"and decay are {MICRO_BATCHES} x longer, and 4 micro-batches of 64 still average the old "
+                      f"batch of 256, so the peak stays {PEAK:g}")
     wrong = []
-    for name, thread, want in CASES_10_2:
-        got = answer(name, thread)
-        if got != want:
-            wrong.append(f"kind({name!r}, {thread[:22]!r}) gave {got!r}, want {want!r}")
-    if wrong:
-        return False, f"{len(wrong)} of {len(CASES_10_2)} events misclassified: " + "; ".join(wrong[:3]) + (
-            "; ..." if len(wrong) > 3 else "")
-    return True, (f"all {len(CASES_10_2)} events right: our annotation is input, collectives are communication, "
-                  "other XLA ops on XLA threads are compute, wrappers and Python are not counted")
+    if max(got) > PEAK * 1.001:
+        wrong.append(f"the learning rate peaks at {max(got):.2g}: 4 micro-batches of 64 still make one update of "
+                     f"256 examples, the old global batch, so keep the old peak ({PEAK:g})")
+    peak_at = updates[int(np.argmax(got))]
+    if peak_at != WARMUP_UPDATES:
+        wrong.append(f"the warm-up ends after {peak_at} updates, not {WARMUP_UPDATES}: a schedule counts "
+                     "micro-steps (the optimizer's raw counter), not updates")
+    end = next((u for u, g in zip(updates, got) if u > peak_at and g <= 1e-12), None)
+    if end != WARMUP_UPDATES + DECAY_UPDATES:
+        wrong.append(f"the decay ends after {end or 'more than ' + str(updates[-1])} updates, not "
+                     f"{WARMUP_UPDATES + DECAY_UPDATES}")
+    if not wrong:
+        u = next(u for u, g, w in zip(updates, got, want) if not math.isclose(g, w, rel_tol=1e-4, abs_tol=1e-9))
+        wrong.append(f"at update {u} the learning rate is {got[updates.index(u)]:.3g}, it was {old(u):.3g}")
+    return False, "; ".join(wrong)
 
 
-def _solve_kind():
-    def kind(name, thread):
-        if name == "input":
-            return "input"
-        if not thread.startswith("tf_XLA") or not re.fullmatch(r"[a-z][a-z0-9_.\-]*", name):
-            return None                       # Python, dispatch, runtime wrappers
-        collective = re.match(r"(all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all)", name)
-        return "communication" if collective else "compute"
-    return kind
+def _solve_schedule():
+    def make_optimizer():
+        schedule = keras.optimizers.schedules.CosineDecay(    # in micro-steps: 4 per update
+            0.0, decay_steps=1000 * 4, warmup_target=1e-3, warmup_steps=100 * 4)   # the old peak: same batch
+        return keras.optimizers.Adam(schedule, gradient_accumulation_steps=4)
+
+    return make_optimizer
 
 
-register("10.2", title="classify the events of a profiler trace", checker=_check_kind, solution=_solve_kind,
-         expects="function", takes=2, wants="a function kind(name, thread)",
-         hint="XLA op names are lower case without spaces; collectives move data between devices.")
+register("10.2", title="find and fix: a schedule under gradient accumulation", checker=_check_schedule,
+         solution=_solve_schedule, expects="function", takes=0,
+         wants="a function make_optimizer() that returns a Keras optimizer: your fixed version",
+         hint="what does a schedule count when the optimizer accumulates? and how many examples does one "
+              "update average, before and after?")
