@@ -205,20 +205,6 @@ def check_ports_free(spec: Mapping) -> None:
             "or leave ports=None to have them chosen for you.")
 
 
-# --------------------------------------------------------------------------- results
-
-def read_history(out_dir: Union[str, Path]) -> dict[str, list[dict]]:
-    """Per task (``"worker-0"``...), the JSON lines (one per epoch, a killed run's and its restart's) its worker
-    appended to ``<out_dir>/history-<task>.jsonl``."""
-    return {p.stem[len("history-"):]: [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
-            for p in sorted(Path(out_dir).glob("history-*.jsonl"))}
-
-
-def read_results(out_dir: Union[str, Path]) -> dict[str, dict]:
-    """Per task, the ``<out_dir>/result-<task>.json`` its worker wrote on finishing (none for a killed run)."""
-    return {p.stem[len("result-"):]: json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("result-*.json"))}
-
-
 # --------------------------------------------------------------------------- processes
 
 def usable_cores() -> int:

@@ -95,6 +95,22 @@ def test_bad_specs_get_clear_errors(spec, words):
     assert issubclass(ClusterSpecError, ValueError)
 
 
+def test_the_launchers_two_indexed_messages(capsys):
+    """TROUBLESHOOTING.md indexes these two messages ("The course's launcher"): printed here, as a learner sees them."""
+    with pytest.raises(ClusterSpecError) as same_port:
+        cluster.validate_cluster_spec({"worker": ["127.0.0.1:5000", "localhost:5000"]})
+    with socket.socket() as squatter, pytest.raises(PortBusyError) as taken:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen(1)
+        cluster.check_ports_free({"worker": [f"127.0.0.1:{squatter.getsockname()[1]}", "127.0.0.1:5001"]})
+    for caught in (same_port, taken):
+        print(f"{caught.type.__name__}: {caught.value}")
+    out = capsys.readouterr().out
+    assert "ClusterSpecError: worker[1] 'localhost:5000' duplicates worker[0]: every task needs its own port" in out
+    assert "PortBusyError: port(s) already in use on this machine: worker[0] 127.0.0.1:" in out
+    print(out)  # again, after the capture was read: the error index collects this test's output
+
+
 def test_tf_config_round_trip_and_errors():
     spec = {"worker": ["127.0.0.1:5000", "127.0.0.1:5001"]}
     text = cluster.tf_config(spec, "worker", 1)
@@ -413,16 +429,6 @@ def test_slurm_tf_config_runs_the_real_resolver(monkeypatch):
         cluster.slurm_tf_config(dict(env, SLURM_JOB_ID="5"), 1)
     with pytest.raises(ValueError, match="CPU-only"):
         cluster.slurm_tf_config(env, 0)
-
-
-def test_read_history_and_results(tmp_path):
-    (tmp_path / "history-worker-0.jsonl").write_text('{"epoch": 1, "loss": 2.0}\n\n{"epoch": 2, "loss": 1.5}\n')
-    (tmp_path / "history-worker-1.jsonl").write_text('{"epoch": 1, "loss": 2.0}\n')
-    (tmp_path / "result-worker-0.json").write_text('{"test_accuracy": 0.5}')
-    hist = cluster.read_history(tmp_path)
-    assert sorted(hist) == ["worker-0", "worker-1"] and [r["epoch"] for r in hist["worker-0"]] == [1, 2]
-    assert cluster.read_results(tmp_path) == {"worker-0": {"test_accuracy": 0.5}}
-    assert cluster.read_history(tmp_path / "missing") == {} and cluster.read_results(tmp_path / "missing") == {}
 
 
 def test_ctrl_c_kills_workers(tmp_path):
