@@ -30,6 +30,10 @@ SUPPORTED: dict[str, tuple[str, str]] = {
 }
 #: Distributions shown in the stack line (only those installed).
 SHOWN = ("tensorflow", "keras", "jax", "numpy")
+#: The Keras release that fixed the last known multi-replica bug (TensorFlow backend): older ones train or report
+#: wrongly on 2+ replicas. The table of those bugs, by version, is in TROUBLESHOOTING.md under this heading.
+MULTI_REPLICA_FIXED = "3.10"
+VERSION_TABLE = "Keras versions that break multi-replica training"
 #: What ``copy.deepcopy`` of a config holding a module says, per Python (recorded with pyenv's 2.7.18,
 #: 3.6.15 and 3.8.18; used where that interpreter is missing).
 PICKLE_WORDING = {
@@ -87,9 +91,15 @@ def stack_line(found: Optional[dict[str, str]] = None) -> str:
     bad = outside_range(found)
     if not bad:
         return line + " (inside the supported range)"
+    keras = found.get("keras")
+    bugs = (f"\nwarning: keras {keras} has known multi-replica training bugs, fixed by {MULTI_REPLICA_FIXED}: "
+            "results on 2+ replicas may be wrong." if keras and version_tuple(keras)[:2] < version_tuple(
+                MULTI_REPLICA_FIXED) else "")
     return (line + "\nnote: outside the range this course is tested on: " + "; ".join(bad) + ". The lessons "
             "should still run, but some messages and behaviour may differ; a check that fails says what it "
-            "expected. Supported: " + ", ".join(f"{d} {lo}-{hi}" for d, (lo, hi) in SUPPORTED.items()) + ".")
+            "expected. Supported: " + ", ".join(f"{d} {lo}-{hi}" for d, (lo, hi) in SUPPORTED.items())
+            + f'. Known bad versions: TROUBLESHOOTING.md, "{VERSION_TABLE}"; check a stack with lesson 09\'s '
+            "preflight.py." + bugs)
 
 
 def find_interpreter(version: str) -> Optional[Path]:

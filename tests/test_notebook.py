@@ -20,7 +20,7 @@ def test_setup_notebook_bad_args():
     with pytest.raises(ValueError):
         notebook.setup_notebook(devices=0)
     with pytest.raises(ValueError, match="backend"):
-        notebook.setup_notebook(devices=2, backend="torch")
+        notebook.setup_notebook(devices=2, backend="mxnet")
     with pytest.raises(ValueError, match="MAX_DEVICES"):   # the JAX device count has the same cap
         notebook.setup_notebook(devices=10000, backend="jax")
     with pytest.raises(ValueError, match="MAX_DEVICES"):
