@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# make slurm-check: start a real one-node Slurm on this machine (tools/slurm/local_slurm.sh), run the course's
+# cluster checks against it (tools/slurm/check.py: TF MultiWorkerMirroredStrategy under sbatch, cancel and
+# resubmit, JAX and PyTorch under srun, each failure mode once), print each check's seconds and verdict, stop Slurm.
+# PYTHON=... picks the environment the jobs run in (default: .venv/bin/python). Exit status: 0 all passed,
+# 1 a check failed, 2 Slurm or the environment could not start (one line says why).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PYTHON=${PYTHON:-.venv/bin/python}
+if ! "$PYTHON" -c 'import keras, tensorflow, jax, sklearn' 2>/dev/null; then
+  echo "slurm check: $PYTHON cannot import keras, tensorflow, jax and sklearn: run make install first (or set PYTHON=...)" >&2
+  exit 2
+fi
+exec tools/slurm/local_slurm.sh "$PYTHON" tools/slurm/check.py "$@"
