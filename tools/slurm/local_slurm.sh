@@ -106,7 +106,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 ReturnToService=2
 MailProg=/bin/true
-KillWait=5
+KillWait=2
 MinJobAge=600
 SlurmdParameters=config_overrides
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
