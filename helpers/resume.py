@@ -1,61 +1,41 @@
-"""Kill a ``model.fit`` job for real, restart it, check what ``BackupAndRestore`` restored (lesson 05).
+"""Kill a ``model.fit`` job for real and start the same command again (lesson 05 and its capstone).
 
 Why: "a killed job resumes from its last backup" only convinces with a real process and a real ``SIGKILL``.
-The training script appends ``epochs.jsonl`` lines and, once finished, writes ``result.json`` and
-``final.weights.npz`` in its output folder.
+:class:`TrainingRun` runs ``python <command>`` in its own process group, in its output folder (a script that
+writes ``best.keras`` and ``backup/`` with relative paths writes them there), and waits for a line in its log.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-import numpy as np
+from .checks import positive_number
+from .subproc import Child, check_command, child_env, strip_noise
 
-from .checks import positive_int, positive_number
-from .subproc import Child, check_command, child_env, error_summary, strip_noise
-
-
-class TrainingFailedError(RuntimeError):
-    """The training process exited with an error (or before the awaited epoch)."""
+#: Run the rest of argv in the folder given first: ``os.execv`` keeps the pid and the process group.
+_IN_FOLDER = "import os, sys; os.chdir(sys.argv[1]); os.execv(sys.executable, [sys.executable, *sys.argv[2:]])"
 
 
 class TrainingTimeoutError(TimeoutError):
     """The training process ran past its time limit; it has been killed."""
 
 
-def read_epochs(out_dir: Union[str, Path]) -> list[dict]:
-    """Every epoch line all runs in ``out_dir`` appended, in order: ``{"epoch", "loss", "pid"}``."""
-    path = Path(out_dir) / "epochs.jsonl"
-    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.exists() else []
-
-
-def read_result(out_dir: Union[str, Path]) -> Optional[dict]:
-    """The ``result.json`` of the run that finished in ``out_dir``, or None if none finished."""
-    path = Path(out_dir) / "result.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def read_weights(out_dir: Union[str, Path]) -> list:
-    """The final weights (numpy arrays) a finished run saved; ``FileNotFoundError`` if none finished."""
-    with np.load(Path(out_dir) / "final.weights.npz") as z:
-        return [z[f"arr_{i}"] for i in range(len(z.files))]
-
-
 class TrainingRun:
-    """One training process, ``python <command>`` (a :class:`helpers.subproc.Child`) writing to ``out_dir``; a
-    context manager that kills it on leaving the block. Its output goes to ``out_dir/run-<n>.log`` (a new ``n``)."""
+    """One training process, ``python <command>`` (a :class:`helpers.subproc.Child`) run in ``out_dir``; a context
+    manager that kills it on leaving the block. Its output goes to ``out_dir/run-<n>.log`` (a new ``n``)."""
 
     def __init__(self, command: Union[str, Sequence[str]], out_dir: Union[str, Path], *, env: Optional[dict] = None):
         self.argv = check_command(command)
+        if self.argv[0].endswith(".py"):
+            self.argv[0] = str(Path(self.argv[0]).resolve())     # the process starts in out_dir
         if not str(out_dir):
             raise ValueError("out_dir must be a folder path")
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(out_dir).resolve()
         self.extra_env = {str(k): str(v) for k, v in (env or {}).items()}
         self.child: Optional[Child] = None
         self.log_path: Optional[Path] = None
@@ -67,8 +47,8 @@ class TrainingRun:
         logs = (self.out_dir / f"run-{n}.log" for n in itertools.count(1))
         self.log_path = next(p for p in logs if not p.exists())
         env = child_env(self.extra_env)
-        env.setdefault("MULTIGPU_GPU_MEMORY_MB", "1024")  # a split GPU must also hold the notebook's share
-        self.child = Child([sys.executable, *self.argv], self.log_path, env)
+        env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")   # the notebook's kernel keeps its share of the GPUs
+        self.child = Child([sys.executable, "-c", _IN_FOLDER, str(self.out_dir), *self.argv], self.log_path, env)
         return self
 
     def __enter__(self) -> "TrainingRun":
@@ -96,30 +76,23 @@ class TrainingRun:
         text = self._started().log
         return text if raw else strip_noise(text).strip()
 
-    def _failure(self, what: str) -> TrainingFailedError:
-        return TrainingFailedError(f"training process {self.pid} exited with {self.returncode} "
-                                   f"{what}: {error_summary(self.log(raw=True)) or 'no Python error in its log'} "
-                                   f"(log: {self.log_path})")
-
-    def wait_for_epoch(self, epoch: int, timeout: float = 120) -> dict:
-        """Block until this process logged the end of ``epoch`` (1-based, logged after its backup); return the line.
-
-        :class:`TrainingFailedError` if it exits first, :class:`TrainingTimeoutError` (killed) after ``timeout`` s.
-        """
-        positive_int("epoch", epoch)
+    def wait_for(self, text: str, timeout: float = 120) -> bool:
+        """Block until the log holds ``text`` (True) or the process exited without it (False);
+        :class:`TrainingTimeoutError` (the process killed) after ``timeout`` seconds."""
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"text must be a non-empty str, got {text!r}")
         timeout = positive_number("timeout", timeout, unit="seconds")
-        child, deadline = self._started(), time.time() + timeout
+        child, deadline = self._started(), time.monotonic() + timeout
         while True:
             exited = child.returncode is not None  # before reading: a line written before exiting is seen
-            for row in read_epochs(self.out_dir):
-                if row["pid"] == child.pid and row["epoch"] == epoch:
-                    return row
+            if text in child.log:
+                return True
             if exited:
-                raise self._failure(f"before finishing epoch {epoch}")
-            if time.time() > deadline:
+                return False
+            if time.monotonic() > deadline:
                 self.stop()
-                raise TrainingTimeoutError(f"epoch {epoch} not finished within {timeout:g} s; "
-                                           f"process {child.pid} killed (log: {self.log_path})")
+                raise TrainingTimeoutError(f"no {text!r} in the log of process {child.pid} within {timeout:g} s; "
+                                           f"killed (log: {self.log_path})")
             time.sleep(0.02)
 
     def kill(self) -> Optional[int]:
@@ -140,15 +113,3 @@ class TrainingRun:
         if self.child is not None:
             self.child.stop()
 
-
-def run(command: Union[str, Sequence[str]], out_dir: Union[str, Path], *, timeout: float = 300,
-        echo: bool = True, env: Optional[dict] = None) -> dict:
-    """Run the training to the end (always cleaned up), print its output, return its ``result.json``;
-    :class:`TrainingFailedError` if it fails, :class:`TrainingTimeoutError` if it hangs."""
-    with TrainingRun(command, out_dir, env=env) as job:
-        code = job.wait(timeout=timeout)
-        if echo:
-            print(job.log())
-        if code != 0:
-            raise job._failure("instead of 0")
-    return read_result(out_dir)

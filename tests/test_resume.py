@@ -1,8 +1,7 @@
-"""helpers.resume (start a fit job, kill it, restart it, read what it wrote).
+"""helpers.resume (start a fit job in its folder, wait for a log line, kill it, start it again).
 
-The tests use a tiny fake training script (no TensorFlow) that writes the same
-epoch log as lesson 05's ``backup_restore_train.py``; the lesson itself runs the
-real script end to end (real SIGKILL, a restart that BackupAndRestore resumes).
+The tests use a tiny fake training script (no TensorFlow) that prints one line per epoch as Keras's verbose=2
+does; lesson 05 runs the real script end to end (a real SIGKILL, a restart that BackupAndRestore resumes).
 """
 
 import os
@@ -12,26 +11,24 @@ import time
 
 import pytest
 
-from helpers import resume, subproc
-from helpers.resume import TrainingFailedError, TrainingRun, TrainingTimeoutError
+from helpers import subproc
+from helpers.resume import TrainingRun, TrainingTimeoutError
 from helpers.subproc import pid_alive as alive
 
 FAKE = """
-    import json, os, subprocess, sys, time
-    argv = sys.argv[1:]
-    out, epochs = argv[argv.index("--out") + 1], int(argv[argv.index("--epochs") + 1])
+    import os, subprocess, sys, time
+    epochs = int(sys.argv[sys.argv.index("--epochs") + 1])
     mode = os.environ.get("FAKE_MODE", "train")
     if mode == "fail":
         raise ValueError("broken on purpose")
     if mode == "grandchild":
         kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-        open(os.path.join(out, "kid.pid"), "w").write(str(kid.pid))
+        open("kid.pid", "w").write(str(kid.pid))              # relative: in the run's folder
     print("fake training", os.getpid(), "colors", os.environ.get("PYTHON_COLORS"), flush=True)
     for epoch in range(1, epochs + 1):
+        print(f"Epoch {epoch}/{epochs}", flush=True)
         time.sleep(float(os.environ.get("FAKE_EPOCH_S", "0.02")))
-        with open(os.path.join(out, "epochs.jsonl"), "a") as f:
-            f.write(json.dumps({"epoch": epoch, "loss": 1.0 / epoch, "pid": os.getpid()}) + "\\n")
-    json.dump({"pid": os.getpid(), "epochs_run": epochs}, open(os.path.join(out, "result.json"), "w"))
+    open("done.txt", "w").write(os.getcwd())
 """
 
 
@@ -50,13 +47,9 @@ def fake(tmp_path):
     (tmp_path / "fakemod.py").write_text(textwrap.dedent(FAKE))
 
     def make(epochs=3, mode="train", epoch_s=0.02, out="out"):
-        return TrainingRun(fake_command(tmp_path, out, epochs), tmp_path / out,
+        return TrainingRun(["-m", "fakemod", "--epochs", str(epochs)], tmp_path / out,
                            env={"PYTHONPATH": str(tmp_path), "FAKE_MODE": mode, "FAKE_EPOCH_S": epoch_s})
     return make
-
-
-def fake_command(tmp_path, out="out", epochs=3):
-    return ["-m", "fakemod", "--out", str(tmp_path / out), "--epochs", str(epochs)]
 
 
 def test_bad_commands_are_refused_before_anything_starts(tmp_path):
@@ -69,15 +62,9 @@ def test_bad_commands_are_refused_before_anything_starts(tmp_path):
     assert not (tmp_path / "never").exists()
 
 
-def test_readers_on_a_folder_without_runs(tmp_path):
-    assert resume.read_epochs(tmp_path) == [] and resume.read_result(tmp_path) is None
-    with pytest.raises(FileNotFoundError):
-        resume.read_weights(tmp_path)
-
-
 def test_a_run_must_be_started_once(tmp_path, fake):
     job = fake()
-    for call in (lambda: job.pid, job.kill, job.wait, lambda: job.wait_for_epoch(1), job.log):
+    for call in (lambda: job.pid, job.kill, job.wait, lambda: job.wait_for("Epoch 1/"), job.log):
         with pytest.raises(RuntimeError, match="start the run first"):
             call()
     job.stop()  # harmless before start
@@ -88,54 +75,54 @@ def test_a_run_must_be_started_once(tmp_path, fake):
     assert "fake training" in job.log() and job.log_path.name == "run-1.log"
 
 
-def test_wait_for_epoch_refuses_bad_arguments(fake):
+def test_wait_for_refuses_bad_arguments(fake):
     with fake(epochs=2) as job:
-        for epoch in (0, -1, True, 1.0):
-            with pytest.raises(ValueError, match="epoch must be an int >= 1"):
-                job.wait_for_epoch(epoch)
+        for text in ("", None, 3):
+            with pytest.raises(ValueError, match="text must be a non-empty str"):
+                job.wait_for(text)
         for timeout in (0, -1, True, "5"):
             with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
-                job.wait_for_epoch(1, timeout=timeout)
+                job.wait_for("Epoch 1/", timeout=timeout)
         with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
             job.wait(timeout=0)
 
 
-def test_kill_after_an_epoch_is_a_real_sigkill_of_the_whole_group(fake, tmp_path):
+def test_the_process_runs_in_its_folder_under_its_own_pid(fake, tmp_path):
+    with fake(epochs=1) as job:
+        assert job.wait(timeout=60) == 0
+    assert (tmp_path / "out" / "done.txt").read_text() == str(tmp_path / "out")
+    assert f"fake training {job.pid} " in job.log()        # the folder change kept the pid: kill reaches the script
+
+
+def test_kill_after_a_line_is_a_real_sigkill_of_the_whole_group(fake, tmp_path):
     with fake(epochs=50, mode="grandchild", epoch_s=0.1) as job:
-        row = job.wait_for_epoch(2, timeout=60)
-        assert row["epoch"] == 2 and row["pid"] == job.pid
+        assert job.wait_for("Epoch 3/", timeout=60)
         kid = int((tmp_path / "out" / "kid.pid").read_text())
         assert alive(kid)
         assert job.kill() == -signal.SIGKILL and job.returncode == -signal.SIGKILL
         assert job.kill() == -signal.SIGKILL  # again: nothing left to kill, same code
     assert _gone(kid), "the kill must reach what the training process started"
-    logged = [r["epoch"] for r in resume.read_epochs(tmp_path / "out")]
-    assert logged[:2] == [1, 2] and len(logged) < 50 and resume.read_result(tmp_path / "out") is None
+    assert "Epoch 2/50" in job.log() and "Epoch 50/50" not in job.log()
+    assert not (tmp_path / "out" / "done.txt").exists()
 
 
-def test_restart_appends_to_the_same_epoch_log_and_gets_a_new_log_file(fake, tmp_path):
+def test_a_restart_gets_a_new_log_file(fake, tmp_path):
     for _ in range(2):
         with fake(epochs=2) as job:
             assert job.wait(timeout=60) == 0
-    rows = resume.read_epochs(tmp_path / "out")
-    assert [r["epoch"] for r in rows] == [1, 2, 1, 2] and len({r["pid"] for r in rows}) == 2
     assert sorted(p.name for p in (tmp_path / "out").glob("run-*.log")) == ["run-1.log", "run-2.log"]
 
 
-def test_a_failing_process_is_reported_with_its_error(fake):
+def test_a_failing_process_ends_the_wait(fake):
     with fake(mode="fail") as job:
-        with pytest.raises(TrainingFailedError, match=r"exited with 1 before finishing epoch 1: "
-                                                      r"ValueError: broken on purpose"):
-            job.wait_for_epoch(1, timeout=60)
-    with pytest.raises(TrainingFailedError, match="exited with 1 instead of 0: ValueError: broken on purpose"):
-        resume.run(job.argv, job.out_dir, timeout=60, echo=False,
-                   env={"PYTHONPATH": job.extra_env["PYTHONPATH"], "FAKE_MODE": "fail"})
+        assert job.wait_for("Epoch 1/", timeout=60) is False
+        assert job.returncode == 1 and "ValueError: broken on purpose" in job.log()
 
 
-def test_an_epoch_that_never_comes_and_a_hang_are_killed(fake):
+def test_a_line_that_never_comes_and_a_hang_are_killed(fake):
     with fake(epochs=2, epoch_s=60) as job:
-        with pytest.raises(TrainingTimeoutError, match=r"epoch 1 not finished within 0.5 s; process \d+ killed"):
-            job.wait_for_epoch(1, timeout=0.5)
+        with pytest.raises(TrainingTimeoutError, match=r"no 'Epoch 2/' in the log of process \d+ within 0.5 s; killed"):
+            job.wait_for("Epoch 2/", timeout=0.5)
         assert job.returncode == -signal.SIGKILL
     with fake(epochs=2, epoch_s=60, out="other") as job:
         with pytest.raises(TrainingTimeoutError, match="still running after 0.5 s; killed"):
@@ -153,12 +140,6 @@ def test_leaving_the_with_block_or_the_interpreter_stops_the_process(fake):
     assert other.returncode == -signal.SIGKILL
 
 
-def test_run_returns_the_result_and_prints_the_log(fake, tmp_path, capsys):
-    env = {"PYTHONPATH": str(tmp_path), "FAKE_EPOCH_S": "0"}
-    result = resume.run(fake_command(tmp_path, epochs=2), tmp_path / "out", timeout=60, env=env)
-    assert result["epochs_run"] == 2 and "fake training" in capsys.readouterr().out
-
-
 def test_children_log_plain_text_under_force_color(fake, monkeypatch):
     monkeypatch.setenv("FORCE_COLOR", "1")       # ipykernel sets it; Python 3.13 would colour tracebacks
     with fake(epochs=1) as job:
@@ -166,10 +147,9 @@ def test_children_log_plain_text_under_force_color(fake, monkeypatch):
     assert "colors 0" in job.log()
 
 
-def test_a_script_path_runs_too(tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(FAKE))
-    (tmp_path / "out").mkdir()
-    result = resume.run([str(script), "--out", str(tmp_path / "out"), "--epochs", "2"], tmp_path / "out",
-                        timeout=60, echo=False)
-    assert result["epochs_run"] == 2 and result["pid"] != os.getpid()
+def test_a_relative_script_path_runs_too(tmp_path, monkeypatch):
+    (tmp_path / "train.py").write_text(textwrap.dedent(FAKE))
+    monkeypatch.chdir(tmp_path)
+    with TrainingRun(["train.py", "--epochs", "2"], tmp_path / "out") as job:
+        assert job.wait(timeout=60) == 0
+    assert "Epoch 2/2" in job.log() and job.pid != os.getpid()

@@ -1,4 +1,4 @@
-"""What both capstone scripts share: the digits, the model and the EpochLine the checker reads.
+"""What both capstone scripts share: the digits split, the model and the EpochLine the checker reads.
 
 capstone.starter() copies this file next to the given script, so `from digits_job import ...` works there.
 """
@@ -8,16 +8,20 @@ import os
 import keras
 from sklearn.datasets import load_digits
 
+TRAIN_ROWS = 1437                                     # of load_digits' 1797: the rest validates
+
 
 def load_data():
+    """((x_train, y_train), (x_val, y_val)): the 8x8 digits as images of shape (8, 8, 1)."""
     digits = load_digits()
-    return (digits.images[..., None] / 16.0).astype("float32"), digits.target     # (1797, 8, 8, 1)
+    x, y = (digits.images[..., None] / 16.0).astype("float32"), digits.target
+    return (x[:TRAIN_ROWS], y[:TRAIN_ROWS]), (x[TRAIN_ROWS:], y[TRAIN_ROWS:])
 
 
-def build_model(learning_rate):
-    """A small BatchNorm CNN, compiled with SGD at ``learning_rate``."""
+def build_model():
+    """A small BatchNorm CNN, not compiled yet; the same initial weights in every run."""
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([
+    return keras.Sequential([
         keras.Input((8, 8, 1)),
         keras.layers.Conv2D(16, 3, padding="same", use_bias=False),
         keras.layers.BatchNormalization(),
@@ -25,9 +29,6 @@ def build_model(learning_rate):
         keras.layers.Flatten(),
         keras.layers.Dense(10, activation="softmax"),
     ])
-    model.compile(optimizer=keras.optimizers.SGD(learning_rate, momentum=0.9),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    return model
 
 
 class EpochLine(keras.callbacks.Callback):          # one machine-readable line per finished epoch

@@ -1,4 +1,4 @@
-"""The same training on 2 replicas (MirroredStrategy), checkpointed and resumable: Keras 3."""
+"""The 2018 script ported to Keras 3: MirroredStrategy on 2 replicas or more, checkpointed, resumable."""
 import argparse
 import json
 import os
@@ -13,31 +13,31 @@ p.add_argument("--epochs", type=int, default=3)
 args = p.parse_args()
 os.makedirs(args.out, exist_ok=True)
 
+gpus = tf.config.list_physical_devices("GPU")       # multi_gpu_model(model, gpus=2) is gone: the quick start's rule
+if not gpus:                                         # no GPU: split the CPU in two
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+elif len(gpus) == 1:                                 # one GPU: split it in two
+    half = tf.config.LogicalDeviceConfiguration(memory_limit=2048)
+    tf.config.set_logical_device_configuration(gpus[0], [half, half])
+strategy = tf.distribute.MirroredStrategy()          # 2+ GPUs: all of them
+print("replicas:", strategy.extended.worker_devices)
+BATCH_SIZE = 32 * strategy.num_replicas_in_sync      # 32 rows per replica
+LEARNING_RATE = 0.01 * strategy.num_replicas_in_sync  # linear scaling rule: N times the batch, N times the step
 
-def replica_devices(n=2):
-    """n devices to mirror over: n GPUs, one GPU split in n, or the CPU split in n."""
-    gpus = tf.config.list_physical_devices("GPU")
-    if len(gpus) == 1:
-        tf.config.set_logical_device_configuration(
-            gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=1024)] * n)
-    elif not gpus:
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
-    return [d.name for d in tf.config.list_logical_devices("GPU" if gpus else "CPU")][:n]
-
-
-strategy = tf.distribute.MirroredStrategy(replica_devices(2))
-BATCH_SIZE = 32 * strategy.num_replicas_in_sync          # 32 per replica: the global batch grows
-LEARNING_RATE = 0.01 * strategy.num_replicas_in_sync     # linear scaling rule: lr grows with the batch
-
-x, y = load_data()
+(x_train, y_train), (x_val, y_val) = load_data()
 with strategy.scope():                               # variables (and BatchNorm's) mirrored on each replica
-    model = build_model(LEARNING_RATE)
-checkpoint = keras.callbacks.ModelCheckpoint(os.path.join(args.out, "best.keras"), monitor="val_accuracy",
-                                             save_best_only=True)                # save_freq="epoch"
-backup = keras.callbacks.BackupAndRestore(os.path.join(args.out, "backup"))     # resume after a kill
+    model = build_model()
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=0.9),   # lr= is gone
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+best, backup = os.path.join(args.out, "best.keras"), os.path.join(args.out, "backup")
+# BackupAndRestore does not keep ModelCheckpoint's best score, so a resumed run reads it back from best.keras.
+resuming = os.path.isdir(backup) and os.path.exists(best)
+best_so_far = keras.models.load_model(best).evaluate(x_val, y_val, verbose=0)[1] if resuming else None
+checkpoint = keras.callbacks.ModelCheckpoint(best, monitor="val_accuracy", save_best_only=True,
+                                             initial_value_threshold=best_so_far)
 print("SETUP", json.dumps({"global_batch": BATCH_SIZE, "checkpoint": checkpoint.filepath,
                            "monitor": checkpoint.monitor, "save_best_only": checkpoint.save_best_only}))
-history = model.fit(x, y, batch_size=BATCH_SIZE, epochs=args.epochs, validation_split=0.2,
-                    callbacks=[backup, checkpoint, EpochLine()], verbose=0)
+history = model.fit(x_train, y_train, batch_size=BATCH_SIZE, epochs=args.epochs, validation_data=(x_val, y_val),
+                    callbacks=[checkpoint, keras.callbacks.BackupAndRestore(backup), EpochLine()], verbose=0)
 print("DONE", json.dumps({"epochs_run": len(history.history["loss"])}), flush=True)

@@ -1,37 +1,55 @@
-"""Lesson 05's capstone (exercise 05.2): port a single-GPU training script to 2 replicas.
+"""Lesson 05's capstone (exercise 05.2): port a Keras 2 multi-GPU script of 2018 to Keras 3 on 2 replicas.
 
-The learner ports ``train_single_gpu.py`` (``helpers/capstone_scripts/``, a Keras 2 style script that stops on
-Keras 3 at ``period``) into a file. The checker runs that file twice in fresh processes
-(:class:`helpers.resume.TrainingRun`): killed with ``SIGKILL`` after epoch 1, then the same command, which must
-resume. It reads the script's ``SETUP``, ``EPOCH`` (from the given ``EpochLine``, which reads the live model, so
-the steps prove the global batch) and ``DONE`` lines. A file of comments only (the stub) launches nothing.
+The learner ports ``train_keras2.py`` (``helpers/capstone_scripts/``: ``multi_gpu_model``, ``fit_generator``,
+``lr=``, ``ModelCheckpoint(..., period=1)`` on ``val_acc`` into ``.h5``) into a file. The checker runs that file
+twice in fresh processes (:class:`helpers.resume.TrainingRun`): killed with ``SIGKILL`` after epoch 1, then the same
+command, which must resume. Between the two it zeroes the model's weights in the backup, so the epochs after the
+restart are worse than the best before the kill: ``best.keras`` must still hold that best. It reads the script's
+``SETUP``, ``EPOCH`` (from the given ``EpochLine``, which reads the live model, so the steps prove the global batch)
+and ``DONE`` lines. A file of comments only (the stub) launches nothing.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import functools
+import importlib.util
 import json
 import math
 import shutil
 import tempfile
-import time
 from pathlib import Path
+
+import numpy as np
 
 from ..resume import TrainingRun
 from ..subproc import error_summary
 from . import register
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "capstone_scripts"
-GIVEN = SCRIPTS / "train_single_gpu.py"
+GIVEN = SCRIPTS / "train_keras2.py"
 SOLUTION = SCRIPTS / "train_2_replicas.py"
 SHARED = SCRIPTS / "digits_job.py"             # the data, the model and EpochLine: both scripts import it
 
 REPLICAS = 2                                   # at least (MirroredStrategy() on 4 GPUs: 4)
-BASE_BATCH, BASE_LR = 32, 0.01                 # the given script's, for one device
+BASE_BATCH, BASE_LR = 32, 0.01                 # per device, as the given script was tuned on one GPU
 EPOCHS, KILL_AFTER = 3, 1                      # the checker's runs: --epochs 3, killed after epoch 1
-TRAIN_ROWS = 1437                              # load_digits' 1797 rows, validation_split=0.2 keeps 80 %
+TRAIN_ROWS = 1437                              # digits_job.load_data's training rows
 RUN_TIMEOUT = 240.0                            # seconds per run, TensorFlow's start included
+
+#: What Keras 3 says to a Keras 2 line of the given script, and the port that fixes it.
+KERAS2 = {
+    "cannot import name 'multi_gpu_model'": "multi_gpu_model is gone from Keras 3: make a tf.distribute."
+    "MirroredStrategy() (devices as in the quick start), build and compile the model inside its scope() and "
+    "train that model",
+    "has no attribute 'fit_generator'": "fit_generator is gone: model.fit takes the arrays (or a generator "
+    "with steps_per_epoch) itself",
+    "not recognized: {'lr'": "Keras 3's optimizers take learning_rate=, not lr=",
+    "unexpected keyword argument 'period'": "Keras 3's ModelCheckpoint has no `period` (Keras 2's period=N became "
+    "save_freq, 'epoch' or a number of batches): the default save_freq='epoch' checks once per epoch, so drop "
+    "the argument",
+}
 
 
 def starter(folder: str | Path, script: Path = GIVEN) -> Path:
@@ -51,18 +69,41 @@ def _lines(log: str, tag: str) -> list[dict]:
     return rows
 
 
-def _wait_for_epoch(job: TrainingRun, epoch: int, timeout: float) -> bool:
-    """Poll the job's log until it printed ``EPOCH`` ``epoch`` (True) or exited (False)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        exited = job.returncode is not None          # before reading: a line printed before exiting is seen
-        if any(r.get("epoch") == epoch for r in _lines(job.log(raw=True), "EPOCH")):
-            return True
-        if exited:
-            return False
-        time.sleep(0.02)
-    job.stop()
-    raise TimeoutError(f"no EPOCH {epoch} line within {timeout:g} s")
+@functools.cache
+def _validation() -> tuple:
+    """digits_job.load_data()'s validation arrays, read from the course's copy of digits_job.py."""
+    spec = importlib.util.spec_from_file_location("capstone_digits_job", SHARED)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.load_data()[1]
+
+
+def _score(path: str) -> float | None:
+    """The validation accuracy of the model saved at ``path``; None when there is no such file."""
+    if not Path(path).is_file():
+        return None
+    import keras
+
+    x_val, y_val = _validation()
+    predicted = np.argmax(keras.models.load_model(path).predict(x_val, verbose=0), axis=-1)
+    return float(np.mean(predicted == y_val))
+
+
+def _worsen_backups(out: Path) -> int:
+    """Zero every array in every ``*.weights.h5`` under ``out`` (the weights and the optimizer's slots; the step
+    counter, a scalar, stays): the given model resumed from them cannot learn, so it scores far below the best
+    epoch before the kill. How many files it changed."""
+    import h5py
+
+    def zero(name, item):
+        if isinstance(item, h5py.Dataset) and item.ndim:
+            item[...] = 0
+
+    files = sorted(out.rglob("*.weights.h5"))
+    for path in files:
+        with h5py.File(path, "r+") as f:
+            f.visititems(zero)
+    return len(files)
 
 
 def _setup_problems(setup: dict, out: Path) -> list[str]:
@@ -102,7 +143,7 @@ def _batch_and_lr_problems(setup: dict, epoch: dict) -> list[str]:
         problems.append(f"the global batch is {batch}, {per} per replica: keep {BASE_BATCH} per replica, "
                         f"a global batch of {BASE_BATCH} x num_replicas_in_sync = {want_batch}")
     steps = epoch.get("steps")
-    if isinstance(batch, int) and batch > 0 and steps != math.ceil(TRAIN_ROWS / batch):
+    if isinstance(batch, int) and batch > 0 and steps not in (TRAIN_ROWS // batch, math.ceil(TRAIN_ROWS / batch)):
         problems.append(f"fit ran {steps} steps in epoch 1, but {TRAIN_ROWS} training rows in batches of "
                         f"{batch} (the printed global_batch) make {math.ceil(TRAIN_ROWS / batch)}: pass "
                         "the global batch to fit(batch_size=...)")
@@ -119,10 +160,7 @@ def _batch_and_lr_problems(setup: dict, epoch: dict) -> list[str]:
 
 def _failed(what: str, job: TrainingRun, problems: list[str]) -> tuple[bool, str]:
     log = job.log(raw=True)
-    if "unexpected keyword argument 'period'" in log:
-        problems = problems + ["Keras 3's ModelCheckpoint has no `period` (Keras 2's period=N became "
-                               "save_freq, 'epoch' or a number of batches): the default save_freq='epoch' "
-                               "checks once per epoch, so drop the argument"]
+    problems = problems + [fix for message, fix in KERAS2.items() if message in log]
     reason = error_summary(log) or f"exit code {job.returncode}, no Python error in its log"
     return False, "; ".join(problems + [f"{what} failed: {reason}"])
 
@@ -142,7 +180,7 @@ def _check(answer):
         out = Path(folder) / "out"
         command = [str(script), "--out", str(out), "--epochs", str(EPOCHS)]
         with TrainingRun(command, out) as first:     # killed (SIGKILL) once it logged epoch 1
-            reached = _wait_for_epoch(first, KILL_AFTER, RUN_TIMEOUT)
+            reached = first.wait_for(f'EPOCH {{"epoch": {KILL_AFTER},', RUN_TIMEOUT)
             first.kill()
         log = first.log(raw=True)
         setups = _lines(log, "SETUP")
@@ -156,6 +194,12 @@ def _check(answer):
         problems += _batch_and_lr_problems(setup, epoch1)
         if _lines(log, "DONE"):
             return False, "; ".join(problems + ["the first run finished before it could be killed: check again"])
+        try:
+            before = _score(setup.get("checkpoint", ""))
+        except Exception as exc:  # noqa: BLE001 - any failure to reload is the learner's to see
+            return False, "; ".join(problems + [f"keras.models.load_model could not reload the checkpoint: "
+                                                f"{type(exc).__name__}: {exc}"])
+        worsened = _worsen_backups(out)
         with TrainingRun(command, out) as second:    # the same command: it must resume
             code = second.wait(timeout=RUN_TIMEOUT)
         if code != 0:
@@ -174,22 +218,34 @@ def _check(answer):
         elif resumed[0]["steps"] != resumed[0]["epoch"] * epoch1["steps"]:
             problems.append(f"the second run's step counter is {resumed[0]['steps']} after epoch "
                             f"{resumed[0]['epoch']}: the optimizer state was not restored")
+        elif not worsened:
+            problems.append("the first run left no backup (*.weights.h5) in the --out folder: give "
+                            "BackupAndRestore a folder inside --out")
+        elif before is None:
+            problems.append(f"after the kill there was no {Path(setup['checkpoint']).name} although epoch 1 had "
+                            "ended: keep EpochLine() last in fit's callbacks, after the checkpoint")
         if not problems:
             try:
-                import keras
-
-                keras.models.load_model(setup["checkpoint"])
+                after = _score(setup["checkpoint"])
             except Exception as exc:  # noqa: BLE001 - any failure to reload is the learner's to see
-                problems.append(f"keras.models.load_model could not reload the checkpoint: "
-                                f"{type(exc).__name__}: {exc}")
+                return False, f"keras.models.load_model could not reload the checkpoint: {type(exc).__name__}: {exc}"
+            worse = max(r["val_accuracy"] for r in resumed)
+            if after is None or after < before - 1e-6:
+                problems.append(
+                    f"{Path(setup['checkpoint']).name} lost the best model: it scored val_accuracy {before:.3f} "
+                    f"before the kill, {after if after is None else round(after, 3)} after the restart. The checker "
+                    f"zeroed the weights in your backup, so the resumed epochs were worse ({worse:.3f} at best); a "
+                    "restarted process makes a new ModelCheckpoint whose best score is empty, and BackupAndRestore "
+                    "does not restore it, so the first epoch after the restart overwrote the file. Give the "
+                    "resumed run's ModelCheckpoint the score of the file you have: initial_value_threshold=...")
     if problems:
         return False, "; ".join(problems)
     replicas = epoch1["replicas"]
     return True, (f"{replicas} replicas, a global batch of {BASE_BATCH * replicas} ({epoch1['steps']} steps per "
-                  f"epoch) and a learning rate of {BASE_LR * replicas:g} (linear scaling); the best model by "
-                  f"val_accuracy reloads from {Path(setup['checkpoint']).name}; killed after epoch "
+                  f"epoch) and a learning rate of {BASE_LR * replicas:g} (linear scaling); killed after epoch "
                   f"{killed[-1]}, the same command resumed at epoch {resumed[0]['epoch']} with the optimizer's "
-                  "step counter intact")
+                  f"step counter intact; {Path(setup['checkpoint']).name} kept the best model (val_accuracy "
+                  f"{before:.3f}) through resumed epochs that scored {worse:.3f} at best")
 
 
 def _solve():
@@ -198,7 +254,7 @@ def _solve():
 
 _solve.script = SOLUTION      # show_solution prints this file, the helper-free ported script
 
-register("05.2", title="capstone: port a single-GPU script to 2 replicas", checker=_check, solution=_solve,
+register("05.2", title="capstone: port a 2018 multi-GPU script to Keras 3", checker=_check, solution=_solve,
          expects=("str", "pathlib.PurePath"), wants="the path of your ported script (a str or Path)",
-         hint="compare what each replica sees with the single-GPU run: its batch, the step size that batch "
-              "deserves, and what a restarted process can find on disk.")
+         hint="port each Keras 2 line to today's form, keep the batch each replica saw, and ask what a restarted "
+              "process finds on disk, and what it forgets.")
