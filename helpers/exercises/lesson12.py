@@ -1,0 +1,127 @@
+"""Exercises of 12_pytorch_backend_across_devices: the learner's function runs in two ranks that torchrun starts
+(gloo, CPU; helpers/scripts/exercise12_worker.py beside answer.py), Keras on PyTorch whatever the caller's backend."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from .. import subproc
+from . import register
+
+TIMEOUT = 300             # seconds before the checker kills its torchrun job
+WORKER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "exercise12_worker.py"
+_HEADER = "import keras\nimport numpy as np\nimport torch\nimport torch.distributed as dist\n\n"
+
+
+def _run_answer(fn, mode: str) -> tuple[bool, object]:
+    """Run ``fn`` on two ranks: ``(True, [rank 0's report, rank 1's])`` or ``(False, message)``."""
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        source = ""
+    if not source or fn.__name__ == "<lambda>":
+        return False, "define your answer with `def` in a cell: the checker copies its source into the ranks' script"
+    work = Path(tempfile.mkdtemp(prefix="exercise12-"))
+    try:
+        (work / "answer.py").write_text(_HEADER + source + f"\n\nANSWER = {fn.__name__}\n")
+        shutil.copy(WORKER_SCRIPT, work / "worker.py")
+        argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "worker.py", mode]
+        try:
+            run = subproc.run(argv, subproc.child_env({"OMP_NUM_THREADS": "1"}), timeout=TIMEOUT, cwd=work)
+        except subprocess.TimeoutExpired:
+            return False, f"the two ranks did not finish within {TIMEOUT} s: does every rank take the same steps?"
+        if run.returncode != 0:
+            return False, f"your function failed in the ranks: {subproc.error_summary(run.stderr) or run.returncode}"
+        return True, [json.loads((work / f"out-{rank}.json").read_text()) for rank in (0, 1)]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _check_step(answer):
+    ran, outs = _run_answer(answer, "step")
+    if not ran:
+        return False, outs
+    start, ref = (np.array(outs[0][key]) for key in ("start", "reference"))
+    mine, theirs = (np.array(o["after"]) for o in outs)
+    if not np.allclose(mine, theirs, rtol=1e-5, atol=1e-7):
+        return False, ("the two ranks' weights differ after a step: call the model DDP wrapped (ddp_model), so "
+                       "that backward() averages the gradients over the ranks")
+    got, want = mine[0] - start, ref[0] - start
+    if np.allclose(got, 0.0, atol=1e-9):
+        return False, "the weights did not change: compute the loss's gradients and let the optimizer step"
+    if not np.allclose(got, want, rtol=1e-4, atol=1e-7):
+        ratio = float(got @ want / (want @ want))
+        why = ("the loss was averaged twice; DDP already averages the gradients over the ranks"
+               if abs(ratio - 0.5) < 0.05 else "use the Keras loss on this rank's rows, as it is")
+        return False, f"the step is {ratio:.3f}x one process's step on the global batch of 32 (want 1x): {why}"
+    if not np.allclose(mine[1], ref[1], rtol=1e-4, atol=1e-6):
+        return False, ("the first step is right, the second is not: the first step's gradients were still there; "
+                       "clear them before each backward()")
+    return True, ("both ranks made one process's step on the global batch of 32, twice: each rank's mean loss, "
+                  "and DDP's average of the gradients in backward()")
+
+
+def _solve_step():
+    def train_step(ddp_model, optimizer, loss_fn, x, y):
+        optimizer.zero_grad()                  # the last step's gradients would add up
+        loss = loss_fn(y, ddp_model(x))        # this rank's mean: DDP averages the gradients over the ranks
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+    return train_step
+
+
+register("12.1", title="write the DDP training step", checker=_check_step, solution=_solve_step,
+         expects="function", takes=5, wants="a function train_step(ddp_model, optimizer, loss_fn, x, y)",
+         hint="backward() on the wrapped model already averages the gradients over the ranks: what loss does "
+              "each rank need, and what must be cleared before each backward()?")
+
+
+def _check_epochs(answer):
+    ran, outs = _run_answer(answer, "epochs")
+    if not ran:
+        return False, outs
+    n, (zero, one) = outs[0]["per_epoch"], outs
+    if any(len(o["read"]) != 2 * n for o in outs):
+        return False, "a rank did not read each epoch's rows once: train on the loader in every epoch"
+    wrong = [message for bad, message in (
+        (any(o["read"][:n] == o["read"][n:] for o in outs), "each epoch read the same rows in the same order: the "
+         "sampler shuffles by its epoch number, so tell it the epoch before each epoch"),
+        (one["files"], f"rank 1 wrote {one['files']} too: every rank holds the same weights, and two writers of one "
+         "file race; let only rank 0 save"),
+        (not zero["files"], "rank 0 wrote no checkpoint: keep the save, on rank 0"),
+        (zero["after"] == zero["start"], "the weights did not change: keep the training steps")) if bad]
+    if wrong:
+        return False, "; ".join(wrong)
+    return True, (f"every epoch read new rows in a new order, and only rank 0 wrote {zero['files']}: the "
+                  "sampler knew the epoch, and one writer kept the file whole")
+
+
+def _solve_epochs():
+    def run_epochs(ddp_model, loader, optimizer, loss_fn, epochs, out_dir):
+        import torch.distributed as dist
+        for epoch in range(epochs):
+            loader.sampler.set_epoch(epoch)    # a new order each epoch, the same on every rank
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss_fn(y, ddp_model(x)).backward()
+                optimizer.step()
+            if dist.get_rank() == 0:           # one writer: every rank holds the same weights
+                ddp_model.module.save(f"{out_dir}/model.keras")
+    return run_epochs
+
+
+register("12.2", title="fix a rank's epochs: the shuffle and the checkpoint", checker=_check_epochs,
+         solution=_solve_epochs, expects="function", takes=6,
+         wants="a function run_epochs(ddp_model, loader, optimizer, loss_fn, epochs, out_dir)",
+         hint="how does a DistributedSampler know which epoch it is, and which of the processes should write the "
+              "one checkpoint file?")

@@ -1,0 +1,143 @@
+"""Lesson 12's exercises: right, wrong and unattempted answers, each checked on two real torchrun ranks.
+
+Every answer that reaches a checker starts a 2-process torchrun job with Keras on PyTorch (seconds each, hence
+``slow``). The solutions themselves run in tests/test_exercises.py; the broken function the notebook shows for
+12.2 is taken from its exercise cell.
+"""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch  # noqa: F401  (the wrong answers below name torch, as the ranks' answer.py does)
+
+from helpers import exercises
+from helpers.exercises import lesson12
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "12_pytorch_backend_across_devices.ipynb"
+
+
+def _verdict(key, answer):
+    ok, text = exercises.verdict(key, answer)
+    assert text.startswith(f"Exercise {key} - {'correct' if ok else 'not yet'}: "), text
+    assert "could not check" not in text, text
+    return ok, text
+
+
+# ---- 12.1: the DDP step ------------------------------------------------------------------------------
+
+def keras_loss_as_it_is(ddp_model, optimizer, loss_fn, x, y):     # right, written another way
+    optimizer.zero_grad(set_to_none=True)
+    loss_fn(y, ddp_model(x)).backward()
+    optimizer.step()
+
+
+def divided_by_the_ranks(ddp_model, optimizer, loss_fn, x, y):     # code for tf.distribute: averaged twice
+    optimizer.zero_grad()
+    (loss_fn(y, ddp_model(x)) / torch.distributed.get_world_size()).backward()
+    optimizer.step()
+
+
+def around_ddp(ddp_model, optimizer, loss_fn, x, y):               # the unwrapped model: no all-reduce
+    optimizer.zero_grad()
+    loss_fn(y, ddp_model.module(x)).backward()
+    optimizer.step()
+
+
+def gradients_kept(ddp_model, optimizer, loss_fn, x, y):           # no zero_grad: step 2 adds step 1's gradients
+    loss_fn(y, ddp_model(x)).backward()
+    optimizer.step()
+
+
+def no_step(ddp_model, optimizer, loss_fn, x, y):
+    loss_fn(y, ddp_model(x))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer, ok, words", [
+    (keras_loss_as_it_is, True, "one process's step on the global batch of 32, twice"),
+    (divided_by_the_ranks, False, "the step is 0.500x one process's step on the global batch of 32 (want 1x): "
+                                  "the loss was averaged twice"),
+    (around_ddp, False, "the two ranks' weights differ after a step: call the model DDP wrapped"),
+    (gradients_kept, False, "the first step is right, the second is not"),
+    (no_step, False, "the weights did not change"),
+])
+def test_12_1_on_two_ranks(answer, ok, words):
+    got, text = _verdict("12.1", answer)
+    assert got is ok and words in text, text
+
+
+def test_12_1_unattempted_and_lambda_start_nothing(monkeypatch):
+    monkeypatch.setattr(lesson12.subproc, "run", lambda *a, **k: pytest.fail("a torchrun job was started"))
+    ok, text = exercises.verdict("12.1", ...)
+    assert not ok and text == f"Exercise 12.1: not attempted yet. Hint: {exercises.get('12.1').hint}"
+    ok, text = _verdict("12.1", lambda ddp_model, optimizer, loss_fn, x, y: ddp_model(x))
+    assert not ok and "with `def`" in text, text
+
+
+# ---- 12.2: fix the epochs -------------------------------------------------------------------------------
+
+def _notebook_run_epochs(tmp_path):
+    """The broken run_epochs the notebook's exercise cell shows, imported from a file (the checker reads its source)."""
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    [source] = ["".join(c["source"]) for c in cells if 'check("12.2"' in "".join(c["source"])]
+    path = tmp_path / "broken12.py"
+    path.write_text(source.split("\nanswer = ...")[0])
+    spec = importlib.util.spec_from_file_location("broken12", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.run_epochs
+
+
+def only_set_epoch_missing(ddp_model, loader, optimizer, loss_fn, epochs, out_dir):
+    for _ in range(epochs):
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(y, ddp_model(x)).backward()
+            optimizer.step()
+        if torch.distributed.get_rank() == 0:
+            ddp_model.module.save(f"{out_dir}/model.keras")
+
+
+def every_rank_saves(ddp_model, loader, optimizer, loss_fn, epochs, out_dir):
+    for epoch in range(epochs):
+        loader.sampler.set_epoch(epoch)
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(y, ddp_model(x)).backward()
+            optimizer.step()
+        ddp_model.module.save(f"{out_dir}/model.keras")
+
+
+def nobody_saves(ddp_model, loader, optimizer, loss_fn, epochs, out_dir):
+    for epoch in range(epochs):
+        loader.sampler.set_epoch(epoch)
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(y, ddp_model(x)).backward()
+            optimizer.step()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer, words", [
+    (only_set_epoch_missing, ["each epoch read the same rows in the same order"]),
+    (every_rank_saves, ["rank 1 wrote ['model.keras'] too"]),
+    (nobody_saves, ["rank 0 wrote no checkpoint"]),
+])
+def test_12_2_wrong_answers(answer, words):
+    ok, text = _verdict("12.2", answer)
+    assert not ok and all(w in text for w in words), text
+    assert ("same order" in text) == (answer is only_set_epoch_missing), text
+
+
+@pytest.mark.slow
+def test_12_2_the_notebooks_broken_function_has_both_faults(tmp_path):
+    ok, text = _verdict("12.2", _notebook_run_epochs(tmp_path))
+    assert not ok and "same rows in the same order" in text and "rank 1 wrote ['model.keras'] too" in text, text
+
+
+def test_12_2_unattempted_starts_nothing(monkeypatch):
+    monkeypatch.setattr(lesson12.subproc, "run", lambda *a, **k: pytest.fail("a torchrun job was started"))
+    ok, text = exercises.verdict("12.2", ...)
+    assert not ok and text == f"Exercise 12.2: not attempted yet. Hint: {exercises.get('12.2').hint}"
