@@ -1,8 +1,9 @@
-"""Does it get faster? Lesson 06's benchmark: run its script in fresh processes, report samples/s per replica count.
+"""Does it get faster? Lesson 06's benchmark in one call: samples/s per way and replica count, and the report.
 
 Three ways train one model on the same global batch: ``one_device`` (the control: what the bigger batch alone
-buys), ``towers`` (Keras 2's tower model) and ``mirrored``. A fresh process per replica count, as TensorFlow
-fixes its devices at start; the table and plot name the real hardware. ``make bench``: tools/benchmark.py.
+buys), ``towers`` (Keras 2's tower model) and ``mirrored``. :data:`SCRIPT` measures them; a replica count the
+kernel has no devices for runs in a fresh process, as TensorFlow fixes its devices at start. The table and plot
+name the real hardware. ``make bench``: tools/benchmark.py.
 """
 
 from __future__ import annotations
@@ -12,15 +13,18 @@ import math
 import statistics
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from . import config
 from .checks import is_int, positive_int, positive_number
 from .devices import KIND_GPUS, KIND_SPLIT_GPU, hardware_label
-from .subproc import child_env, run
+from .subproc import child_env, load_script, run
 
+#: The benchmark script: one process measures every way at one replica count (``python SCRIPT N SETTINGS_JSON``).
+SCRIPT = Path(__file__).resolve().parent / "scripts" / "bench_child.py"
 WAYS = ("one_device", "towers", "mirrored")
 WAY_LABELS = {"one_device": "one device (same global batch)", "towers": "towers (multi_gpu_model)",
               "mirrored": "MirroredStrategy"}
@@ -159,7 +163,7 @@ def run_script(script, replicas: int, cfg: BenchConfig) -> list[dict]:
     positive_int("replicas", replicas)
     script = Path(script)
     if not script.is_file():
-        raise ValueError(f"no script at {script}: run the %%writefile cells first")
+        raise ValueError(f"no script at {script}")
     print(f"[bench] {replicas} replica(s): a fresh process runs {script.name} ...", flush=True)
     cmd = [sys.executable, str(script), str(replicas), json.dumps(cfg.to_dict())]
     try:
@@ -179,6 +183,28 @@ def run_script(script, replicas: int, cfg: BenchConfig) -> list[dict]:
         raise RuntimeError(f"benchmark process for {replicas} replica(s) failed (exit code "
                            f"{proc.returncode}, {len(results)} result(s)): {last}")
     return results
+
+
+def run_benchmark(cfg: Optional[BenchConfig] = None, strategies: Optional[Mapping[int, object]] = None) -> "BenchReport":
+    """Every way at every replica count of ``cfg`` (default :func:`make_config`): measured here with
+    ``strategies[n]`` where given (a kernel keeps its one multi-replica strategy: lesson 04), else by :data:`SCRIPT`
+    in a fresh process. Prints one line per run; returns the :class:`BenchReport`."""
+    cfg = cfg or make_config()
+    strategies = dict(strategies or {})
+    for n, strategy in strategies.items():
+        if getattr(strategy, "num_replicas_in_sync", None) != n:
+            raise ValueError(f"strategies[{n}] must be a tf.distribute strategy with {n} replica(s), got {strategy!r}")
+    start, results, child = time.perf_counter(), [], None
+    for n in cfg.replicas:
+        if n not in strategies:
+            results += run_script(SCRIPT, n, cfg)
+            continue
+        child = child or load_script(SCRIPT)
+        for way in cfg.ways:
+            if way != "towers" or n > 1:                 # a tower model needs >= 2 devices
+                results.append(child.run(way, strategies[n], cfg.to_dict()))
+                print(progress_line(to_measurement(results[-1])), flush=True)
+    return make_report(results, cfg, time.perf_counter() - start)
 
 
 def speedup_limit(kind: str, replicas: int) -> int:

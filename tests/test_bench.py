@@ -1,4 +1,4 @@
-"""helpers.bench: configuration checks, the report, the lesson's benchmark script (in this process and in a child) and the CLI."""
+"""helpers.bench: configuration checks, the report, the benchmark script (in this process and in a child) and the CLI."""
 
 import csv
 import math
@@ -6,7 +6,7 @@ import math
 import benchmark  # tools/benchmark.py: `make bench`
 import pytest
 
-from helpers import bench, subproc
+from helpers import bench, precision, subproc
 
 TINY = dict(steps=2, warmup=1, batch_per_replica=8, input_shape=(4, 4, 1), width=2)
 
@@ -242,40 +242,51 @@ def test_run_script_reports_failures_and_timeouts(tmp_path):
         bench.run_script(slow, 0, cfg)
 
 
-def _notebook_script(tmp_path):
-    """The benchmark script exactly as lesson 06's %%writefile cells write it (what `make bench` runs)."""
-    return benchmark.write_scripts(tmp_path / "script")
-
-
 @pytest.mark.slow
-def test_the_notebooks_script_runs_here_and_in_a_fresh_process(tmp_path, replicas, capsys):
-    """The lesson's script: imported here (1 and 2 replicas, every way) and run in a child (3 replicas).
+def test_run_benchmark_measures_here_and_in_a_fresh_process(replicas, capsys):
+    """One call: 1 and 2 replicas with this process's strategies (every way), 3 replicas in a child.
 
-    As in the lesson, the caller makes the strategies once and passes them to ``run``. The collective-key
-    policy (lesson 04, "A trap when you re-run cells"): this is the one multi-replica MirroredStrategy with
-    the default (collective) all-reduce in the test process; every other multi-replica strategy in it passes
+    As in the lesson, the caller makes the strategies once and passes them in. The collective-key policy (lesson
+    04, "A trap when you re-run cells"): this is the one multi-replica MirroredStrategy with the default
+    (collective) all-reduce in the test process; every other multi-replica strategy in it passes
     cross_device_ops=tf.distribute.ReductionToOneDevice(). A one-replica strategy has nothing to all-reduce.
     """
     import keras
     import tensorflow as tf
 
-    script = _notebook_script(tmp_path)
-    cfg = bench.make_config(replicas=(1, 2, 3), **TINY)
-    child = subproc.load_script(script)
+    cfg = bench.make_config(replicas=(1, 2, 3), policy="mixed_bfloat16", **TINY)
     strategies = {1: tf.distribute.MirroredStrategy(replicas[:1]), 2: tf.distribute.MirroredStrategy(replicas)}
-    here = [child.run(way, strategies[n], cfg.to_dict()) for n in (1, 2) for way in cfg.ways
-            if way != "towers" or n > 1]
-    assert [r["devices"] for r in here if r["way"] == "mirrored"] == [list(replicas[:1]), list(replicas)]
-    assert keras.mixed_precision.global_policy().name == "float32"
-    fresh = bench.run_script(script, 3, cfg)
-    report = bench.make_report(here + fresh, cfg)
+    report = bench.run_benchmark(cfg, strategies)
+    out = capsys.readouterr().out
+    assert "3 replica(s): a fresh process runs bench_child.py" in out and out.count("[bench] 2 replica(s) |") == 3
     assert {(m.way, m.replicas) for m in report.measurements if m.available} == \
         {(w, n) for w in bench.WAYS for n in (1, 2, 3)} - {("towers", 1)}
     for n in (1, 2, 3):
         m = report.get("mirrored", n)
         assert m.global_batch == TINY["batch_per_replica"] * n and len(set(m.devices)) == n
-        assert m.steps == TINY["steps"] and m.hardware
+        assert m.steps == TINY["steps"] and m.hardware and m.policy == "mixed_bfloat16"   # here and in the child
+    assert [m.devices for m in report.measurements if m.way == "mirrored" and m.replicas < 3] == \
+        [list(replicas[:1]), list(replicas)]
     assert report.get("one_device", 3).devices_used == 1
+    assert keras.mixed_precision.global_policy().name == "float32"        # the kernel's policy is left alone
+
+
+def test_run_benchmark_refuses_a_strategy_of_another_size(replicas, monkeypatch):
+    import tensorflow as tf
+
+    monkeypatch.setattr(bench, "run_script", lambda *a, **k: pytest.fail("nothing may run"))
+    one = bench.make_config(replicas=(1,), **TINY)
+    with pytest.raises(ValueError, match=r"strategies\[2\] must be a tf.distribute strategy with 2 replica"):
+        bench.run_benchmark(one, {2: tf.distribute.MirroredStrategy(replicas[:1])})
+    with pytest.raises(ValueError, match="with 1 replica"):
+        bench.run_benchmark(one, {1: "a strategy"})
+
+
+def test_the_script_chooses_its_policy_like_the_course():
+    child = subproc.load_script(bench.SCRIPT)
+    assert child.policy_for(None, [None]) == "float32" and child.policy_for("mixed_float16", [None]) == "mixed_float16"
+    for caps in ([(7, 5), (7, 5)], [(8, 0)], [(6, 0)], [None, None]):
+        assert child.policy_for("mixed", caps) == precision.mixed_policy(caps)
 
 
 def test_notebook_scripts_reads_every_writefile_cell(tmp_path):
@@ -285,4 +296,3 @@ def test_notebook_scripts_reads_every_writefile_cell(tmp_path):
     cells = ["%%writefile {SCRATCH}/a.py\nA = 1", "x = 2", "%%writefile b.py\nB = 2\n"]
     path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": s} for s in cells]}))
     assert benchmark.notebook_scripts(path) == {"a.py": "A = 1\n", "b.py": "B = 2\n"}
-    assert set(benchmark.notebook_scripts()) == {"bench_lib.py", benchmark.SCRIPT_NAME}   # lesson 06's two files

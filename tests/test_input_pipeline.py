@@ -83,3 +83,55 @@ def test_lesson_style_comparison_and_plot():
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="label, seconds and slow_work_s"):
         ip.plot_pipelines([{"label": "x"}])
+
+
+_CACHE_UNDER_A_STRATEGY = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+import keras
+from helpers import input_pipeline as ip
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+strategy = tf.distribute.MirroredStrategy()
+x = np.random.default_rng(0).normal(size=(32 * 16, 4)).astype("float32")
+y = (x[:, 0] > 0).astype("int64")
+calls = {}
+for prefill in (False, True):
+    counter = ip.CallCounter()
+    ds = ip.make_pipeline(x, y, batch_size=16, counter=counter).cache().prefetch(tf.data.AUTOTUNE)
+    if prefill:
+        for _ in ds:                                  # one full pass: the cache is complete before fit
+            pass
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, activation="softmax")])
+        model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    model.fit(ds, verbose=0, shuffle=False)
+    first = counter.calls
+    model.fit(ds, epochs=2, verbose=0, shuffle=False)
+    calls[str(prefill)] = [first, counter.calls]
+    print("PREFILL DONE" if prefill else "FIRST DONE", file=sys.stderr, flush=True)
+print(json.dumps(calls))
+"""
+
+
+@pytest.mark.slow
+def test_a_cache_under_a_strategy_warns_once_and_still_caches():
+    """TROUBLESHOOTING's "partially cached contents" entry: under a strategy fit reads a batch ahead of the epoch,
+    the cache drops what it held (a few batches prepared twice, and TensorFlow's warning), later epochs read from
+    the cache; a full pass before fit fills it first, with no warning. Lesson 06's Copy box meets it."""
+    import json
+
+    from helpers import subproc
+
+    run = subproc.run_python(_CACHE_UNDER_A_STRATEGY, env={"TF_CPP_MIN_LOG_LEVEL": "0"}, timeout=240, echo=False)
+    assert run.ok, run.stderr[-2000:]
+    calls = json.loads(run.stdout.strip().splitlines()[-1])
+    batches = 32
+    assert batches < calls["False"][0] < 2 * batches and calls["False"][1] == calls["False"][0]   # then cached
+    assert calls["True"] == [batches, batches]
+    before, after = run.stderr.split("FIRST DONE")
+    warning = [ln for ln in before.splitlines() if "did not fully read the dataset being cached" in ln]
+    assert len(warning) == 1 and "did not fully read" not in after.split("PREFILL DONE")[0], run.stderr[-3000:]
+    print(warning[0])                                 # the message, for the error index (TROUBLESHOOTING.md)
