@@ -16,51 +16,39 @@ from . import describe, error_line, practice_strategy, quiet_tf, register
 # ---- 01.1: one data-parallel step by hand, against one device's step on the whole batch ----------------
 
 
-def _step_data():
-    x = np.linspace(-1, 1, 24, dtype="float32").reshape(8, 3)
-    return x, (x @ np.array([[1.0], [-2.0], [0.5]], "float32") + 0.3) ** 2
-
-
 def _check_replica_step(answer):
     strategy = practice_strategy()
-    n, (x, y) = strategy.num_replicas_in_sync, _step_data()
-    start = [np.full((3, 1), 0.1, "float32"), np.zeros(1, "float32")]
+    n, x = strategy.num_replicas_in_sync, np.linspace(-1, 1, 24, dtype="float32").reshape(8, 3)
+    y = (x @ np.array([[1], [-2], [0.5]], "float32") + 0.3) ** 2
+    w, b = np.full((3, 1), 0.1, "float32"), np.zeros(1, "float32")
     with strategy.scope():
         model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
         optimizer = keras.optimizers.SGD(learning_rate=0.1)
-    model.set_weights(start)
+    model.set_weights([w, b])
     with quiet_tf():
         loss = answer(strategy, model, optimizer, x, y)
-    one = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])   # one device, the whole batch
-    one.set_weights(start)
-    with tf.GradientTape() as tape:
-        want_loss = tf.reduce_mean(tf.square(one(x) - y))
-    grads = tape.gradient(want_loss, one.trainable_variables)
-    want = np.concatenate([(w - 0.1 * g.numpy()).ravel() for w, g in zip(start, grads)])
-    base = np.concatenate([w.ravel() for w in start])
-    copies = [np.concatenate([v.value.values[i].numpy().ravel() for v in model.trainable_variables])
-              for i in range(n)]
-    got, step, want_step = copies[0], copies[0] - base, want - base
+    err = x @ w + b - y                               # one device's SGD step on the whole batch, by hand
+    base, want = np.append(w, b), np.append(w - 0.1 * 2 * x.T @ err / len(x), b - 0.1 * 2 * err.mean(0))
+    copies = [np.concatenate([v.value.values[i].numpy().ravel() for v in model.trainable_variables]) for i in range(n)]
+    got = copies[0]
     if np.allclose(got, base):
         return False, ("the weights did not change: call optimizer.apply_gradients(...) inside the function "
                        "that strategy.run runs on every replica")
     if not all(np.allclose(c, got) for c in copies):
         return False, "the replicas' copies of the weights differ after the step: every replica must apply it"
     if not np.allclose(got, want, rtol=1e-4, atol=1e-6):
-        ratio = float(np.dot(step, want_step) / np.dot(want_step, want_step))
-        if math.isclose(ratio, n, rel_tol=1e-3):
+        if math.isclose(float(np.dot(got - base, want - base) / np.dot(want - base, want - base)), n, rel_tol=1e-3):
             return False, (f"the update is {n}x one device's step on the whole batch: the replicas' gradients are "
                            "summed, so each replica's loss must be its rows' sum divided by the GLOBAL batch (not a "
                            "mean over its own rows), and each replica must get only its slice of the batch")
         return False, (f"the new weights {np.round(got, 4).tolist()} are not one device's SGD step on the whole batch "
                        f"({np.round(want, 4).tolist()})")
-    if hasattr(loss, "values") or not isinstance(loss, (float, np.floating)) and not hasattr(loss, "numpy"):
+    if hasattr(loss, "values") or not (isinstance(loss, (float, np.floating)) or hasattr(loss, "numpy")):
         return False, (f"train_step returned {describe(loss)}; return the whole batch's loss as one number "
                        "(strategy.reduce adds up the replicas' parts)")
-    got_loss = float(loss)
-    if not math.isclose(got_loss, float(want_loss), rel_tol=1e-4):
-        return False, (f"the update is right, but the loss {got_loss:.5f} is not the whole batch's mean squared "
-                       f"error {float(want_loss):.5f}: add up the replicas' losses, each divided by the global batch")
+    if not math.isclose(float(loss), float(np.mean(err ** 2)), rel_tol=1e-4):
+        return False, (f"the update is right, but the loss {float(loss):.5f} is not the whole batch's mean squared "
+                       f"error {np.mean(err ** 2):.5f}: add up the replicas' losses, each divided by the global batch")
     return True, (f"{n} replicas, each on its {len(x) // n} rows with its loss divided by the global batch of {len(x)}: "
                   "their summed gradients gave exactly one device's step on the whole batch")
 
