@@ -1,33 +1,61 @@
 """Lesson 03's checkers explain wrong answers (tests/test_exercises.py covers solutions, kinds, hints)."""
 
-
 import keras
 import pytest
+import tensorflow as tf
 from keras import layers
 from test_exercises import not_yet as _not_yet  # the shared checks
 from test_exercises import notebook_snippet as _snippet
 
 
-@pytest.mark.parametrize("answer, words", [
-    ({"multi_gpu_model": [4, 4, 2], "mirrored": [3, 3, 4]}, "swapped"),
-    ({"multi_gpu_model": [4, 3, 3], "mirrored": [4, 4, 2]}, "remainder"),
-    ({"multi_gpu_model": [3, 3, 4], "mirrored": [4, 3, 3]}, "ceil(10 / 3) = 4"),
-    ({"multi_gpu_model": [3, 3, 3], "mirrored": [4, 4, 2]}, "all 10 rows"),
-    ({"multi_gpu_model": [3, 3], "mirrored": [4, 4, 2]}, "list of 3 whole numbers"),
+def _pipeline(batch=64, drop=True, shuffle=True, flip=True, shift=True, prefetch=True, pairs=True):
+    """03.1's solution with one thing changed (each keyword undoes one requirement)."""
+    def train_pipeline(x, y, strategy):
+        steps = ([layers.RandomTranslation(0.1, 0.1)] if shift else []) + ([layers.RandomFlip("horizontal")] if flip
+                                                                             else [])
+        augment = keras.Sequential(steps or [layers.Identity()])
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        if not pairs:
+            ds = tf.data.Dataset.zip(tf.data.Dataset.from_tensor_slices(x).shuffle(len(x)),
+                                     tf.data.Dataset.from_tensor_slices(y))
+        ds = (ds.shuffle(len(x)) if shuffle else ds).batch(batch, drop_remainder=drop)
+        ds = ds.map(lambda images, labels: (augment(images, training=True), labels))
+        return ds.prefetch(tf.data.AUTOTUNE) if prefetch else ds
+
+    return train_pipeline
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"batch": 32}, "the replicas got [[16, 16], [16, 16]"),
+    ({"drop": False}, "[4, 4]]"),
+    ({"pairs": False}, "images and labels no longer match"),
+    ({"shuffle": False}, "the same order every epoch"),
+    ({"flip": False}, "0% of the images are flipped"),
+    ({"shift": False}, "flipped but never shifted"),
+    ({"prefetch": False}, "the pipeline's last step should prefetch"),
 ])
-def test_03_1_wrong_answers(answer, words):
-    _not_yet("03.1", answer, words)
+def test_03_1_each_requirement_has_its_message(changes, words, replicas):
+    _not_yet("03.1", _pipeline(**changes), words)
 
 
-def test_03_2_broken_snippet_and_half_fix(replicas):
-    _not_yet("03.2", _snippet("03.2")["train_on_replicas"], "train_on_replicas(strategy, x, y) raised ValueError",
-             "build and compile the model inside the strategy's scope")
+def test_03_1_a_list_or_an_error(replicas):
+    _not_yet("03.1", lambda x, y, strategy: [x, y], "must return a tf.data.Dataset, it returned list")
+    _not_yet("03.1", lambda x, y, strategy: tf.data.Dataset.from_tensor_slices((x, y)).batch(0),
+             "train_pipeline(x, y, strategy) raised")
 
-    def half(strategy, x, y):
-        with strategy.scope():
-            model = keras.Sequential([keras.Input((64,)), layers.Dense(10, activation="softmax")])
-            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-        model.fit(x, y, batch_size=16, epochs=1, verbose=0)
-        return model
 
-    _not_yet("03.2", half, "batch_size=16 is the global batch", "got 8 rows per step, not 16")
+def test_03_2_the_lessons_snippet_overwrites_the_scaled_rate(replicas):
+    _not_yet("03.2", _snippet("03.2")["lr_schedule"], "epoch 0 starts at 0.001", "overwrote the rate scaled")
+
+
+@pytest.mark.parametrize("schedule, words", [
+    (lambda epoch, lr: lr, "the 10x drop at epoch 2 is missing"),
+    (lambda epoch, lr: lr * 0.1 if epoch >= 2 else lr, "expected 0.00141, 0.00141, 7.07e-05"),
+    (lambda epoch: 1e-3 * 2 ** 0.5 * (0.1 if epoch >= 2 else 1), "expected"),
+])
+def test_03_2_wrong_fixes(schedule, words, replicas):
+    _not_yet("03.2", schedule, words)
+
+
+def test_03_2_a_schedule_that_fails(replicas):
+    _not_yet("03.2", lambda epoch, lr: "fast", "fit with LearningRateScheduler(lr_schedule) raised")

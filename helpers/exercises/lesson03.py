@@ -2,71 +2,127 @@
 
 from __future__ import annotations
 
-import functools
-
 import keras
+import numpy as np
+import tensorflow as tf
 from keras import layers
 
-from ..checks import is_int
-from ..legacy import slice_sizes
-from ..replica_checks import replica_split
-from . import register
-from .lesson00 import check_train_on_replicas  # 00.2's checker: the same task, 16 rows per replica here
+from . import error_line, practice_strategy, quiet_tf, register
 
-# ---- 03.1: two ways to split an uneven batch -------------------------------------------------------
+# ---- 03.1: the per-replica tf.data pipeline (the 2018 script's datagen.flow) ------------------------------------
+
+ROWS_03_1 = 200
 
 
-def _check_split(answer):
-    if set(answer) != {"multi_gpu_model", "mirrored"}:
-        return False, ("expected exactly the keys 'multi_gpu_model' and 'mirrored', each a list of 3 ints; "
-                       f"got {sorted(map(repr, answer))}")
-    legacy, mirrored = answer["multi_gpu_model"], answer["mirrored"]
-    if not all(isinstance(v, (list, tuple)) and len(v) == 3 and all(map(is_int, v)) for v in (legacy, mirrored)):
-        return False, "each value must be a list of 3 whole numbers: rows for device 0, 1 and 2"
-    legacy, mirrored = list(legacy), list(mirrored)
-    if sum(legacy) != 10 or sum(mirrored) != 10:
-        return False, f"each split must hand out all 10 rows; yours sum to {sum(legacy)} and {sum(mirrored)}"
-    want_legacy, want_mirrored = slice_sizes(10, 3), replica_split(10, 3)
-    if legacy == want_mirrored and mirrored == want_legacy:
-        return False, "the two answers are swapped: which one gives the remainder to the last device?"
-    if legacy != want_legacy:
-        return False, (f"multi_gpu_model {legacy}: it gave every tower 10 // 3 = 3 rows and the last "
-                       "tower also took the remainder")
-    if mirrored != want_mirrored:
-        return False, (f"mirrored {mirrored}: MirroredStrategy gives ceil(10 / 3) = 4 rows to each replica "
-                       "in turn until the rows run out")
-    return True, (f"multi_gpu_model: {legacy} (floor, remainder to the last tower); MirroredStrategy: "
-                  f"{mirrored} (ceil, the last replica gets what is left). Both train on all 10 rows")
+def _images_03_1() -> "tuple[np.ndarray, np.ndarray]":
+    """16x16 images whose channel 0 is 1 on the left half (a flip shows) and channel 1 is the label / ROWS."""
+    x = np.zeros((ROWS_03_1, 16, 16, 2), "float32")
+    x[:, :, :8, 0] = 1.0
+    x[..., 1] = (np.arange(ROWS_03_1) / ROWS_03_1)[:, None, None]
+    return x, np.arange(ROWS_03_1)
 
 
-def _solve_split():
-    return {"multi_gpu_model": slice_sizes(10, 3), "mirrored": replica_split(10, 3)}
+def _check_pipeline(answer):
+    strategy = practice_strategy()
+    x, y = _images_03_1()
+    try:
+        with quiet_tf():
+            ds = answer(x, y, strategy)
+            if not isinstance(ds, tf.data.Dataset):
+                return False, f"train_pipeline must return a tf.data.Dataset, it returned {type(ds).__name__}"
+            epochs = [[(strategy.experimental_local_results(images), strategy.experimental_local_results(labels))
+                       for images, labels in strategy.experimental_distribute_dataset(ds)] for _ in range(2)]
+    except Exception as exc:  # the learner's code: any failure is a wrong answer, with its first line
+        return False, f"train_pipeline(x, y, strategy) raised {error_line(exc, 160)}"
+    rows = [[int(t.shape[0]) for t in images] for images, _ in epochs[0]]
+    if any(r != [32, 32] for r in rows):
+        return False, (f"the replicas got {rows} rows per step: 32 rows on each of the 2 replicas is a global "
+                       "batch of 64, and only full batches (the last one must not be smaller)")
+    images = np.concatenate([t.numpy() for step, _ in epochs[0] for t in step])
+    labels = [np.concatenate([t.numpy() for _, step in epoch for t in step]) for epoch in epochs]
+    if not np.allclose(images[..., 1].max(axis=(1, 2)), labels[0] / ROWS_03_1, atol=1e-3):
+        return False, "images and labels no longer match: shuffle and augment (x, y) pairs, and only the images"
+    if (labels[0] == np.sort(labels[0])).all() or (labels[0] == labels[1]).all():
+        return False, "the rows come in the same order every epoch: shuffle the dataset (before batching)"
+    left, right = images[:, :, :8, 0].mean(axis=(1, 2)), images[:, :, 8:, 0].mean(axis=(1, 2))
+    flipped = float((right > left).mean())
+    if not 0.2 < flipped < 0.8:
+        return False, f"{flipped:.0%} of the images are flipped left-right: flip about half of them at random"
+    moved = float(np.mean([abs(a - b) > 0.02 and abs(a - 1 + b) > 0.02 for a, b in zip(left, right)]))
+    if moved < 0.2:
+        return False, "the images are flipped but never shifted: add a random translation of up to 10 %"
+    if "Prefetch" not in type(ds).__name__:
+        return False, "the pipeline's last step should prefetch, so the next batch is ready while the replicas compute"
+    return True, ("each replica got 32 rows per step, about half of them flipped and most shifted, in a new order "
+                  "every epoch, with the next batch prefetched")
 
 
-register("03.1", title="two ways to split an uneven batch", checker=_check_split, solution=_solve_split,
-         expects="dict", wants='a dict {"multi_gpu_model": [3 ints], "mirrored": [3 ints]}',
-         hint="one of the two rounds the slice size down and leaves the remainder to one device, the "
-              "other rounds it up; sections 2 and 7 show which is which.")
+def _solve_pipeline():
+    def train_pipeline(x, y, strategy):
+        augment = keras.Sequential([layers.RandomTranslation(0.1, 0.1), layers.RandomFlip("horizontal")])
+        return (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x))
+                .batch(32 * strategy.num_replicas_in_sync, drop_remainder=True)   # the global batch
+                .map(lambda images, labels: (augment(images, training=True), labels),
+                     num_parallel_calls=tf.data.AUTOTUNE)
+                .prefetch(tf.data.AUTOTUNE))
+
+    return train_pipeline
 
 
-# ---- 03.2: find and fix - training on two replicas --------------------------------------------------
-
-def _solve_train_on_replicas():
-    def train_on_replicas(strategy, x, y):
-        with strategy.scope():                       # the weights are variables too: create them here
-            model = keras.Sequential([keras.Input((64,)), layers.Dense(32, activation="relu"),
-                                      layers.Dense(10, activation="softmax")])
-            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-        batch = 16 * strategy.num_replicas_in_sync   # fit's batch_size is the global batch
-        model.fit(x, y, batch_size=batch, epochs=1, verbose=0)
-        return model
-
-    return train_on_replicas
+register("03.1", title="write the per-replica tf.data pipeline", checker=_check_pipeline, solution=_solve_pipeline,
+         expects="function", takes=3, wants="a function train_pipeline(x, y, strategy) that returns a tf.data.Dataset",
+         hint="section 8's port builds this pipeline for the ResNet: which batch size does the strategy split, "
+              "which layers replace ImageDataGenerator, and where do they run?")
 
 
-register("03.2", title="find and fix: training on two replicas",
-         checker=functools.partial(check_train_on_replicas, per_replica=16, call="train_on_replicas"),
-         solution=_solve_train_on_replicas, expects="function", takes=3,
-         wants="a function train_on_replicas(strategy, x, y): your fixed version",
-         hint="two bugs: which variables are created before the `with`? And does fit's batch_size count "
-              "the rows of one replica or of all?")
+# ---- 03.2: find and fix - the schedule that overwrites ReduceLROnPlateau ------------------------------------------
+
+def _rates_at_epoch_start(schedule, epochs: int = 5) -> list[float]:
+    """Fit on the practice strategy with LearningRateScheduler(schedule) and a plateau that halves after every
+    epoch (min_delta=10: no epoch but the first counts as progress); the rate at the start of each epoch."""
+    strategy = practice_strategy()
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), layers.Dense(2, activation="softmax")])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3 * strategy.num_replicas_in_sync ** 0.5),
+                      loss="sparse_categorical_crossentropy")
+    seen: list = []
+    x, y = np.random.default_rng(0).random((64, 4), dtype="float32"), np.arange(64) % 2
+    model.fit(x, y, batch_size=64, epochs=epochs, verbose=0, callbacks=[
+        keras.callbacks.LearningRateScheduler(schedule),
+        keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5, patience=0, min_delta=10.0),
+        keras.callbacks.LambdaCallback(on_epoch_begin=lambda e, logs: seen.append(model.optimizer.learning_rate.numpy()))])
+    return seen
+
+
+def _check_schedule(answer):
+    start = 1e-3 * 2 ** 0.5                                          # the scaled rate of 2 replicas
+    want = [start, start, start / 20, start / 40, start / 80]        # cuts after epochs 1, 2, 3; x0.1 at epoch 2
+    try:
+        with quiet_tf():
+            seen = _rates_at_epoch_start(answer)
+    except Exception as exc:  # the learner's code: any failure is a wrong answer, with its first line
+        return False, f"fit with LearningRateScheduler(lr_schedule) raised {error_line(exc, 160)}"
+    shown = ", ".join(f"{r:.3g}" for r in seen)
+    if np.allclose(seen, want, rtol=1e-4):
+        return True, (f"the rate at each epoch's start: {shown}. The scaled start and every plateau cut stay, "
+                      "and the rate drops 10x at epoch 2")
+    if np.isclose(seen[0], 1e-3, rtol=1e-4):
+        return False, (f"the rates were {shown}: epoch 0 starts at 0.001, so the schedule overwrote the rate scaled "
+                       f"for 2 replicas ({start:.3g}), and it overwrites each cut too")
+    if np.allclose(seen[2:], [start / 2, start / 4, start / 8], rtol=1e-4):
+        return False, f"the rates were {shown}: the plateau's cuts stay, but the 10x drop at epoch 2 is missing"
+    return False, f"the rates were {shown}, expected " + ", ".join(f"{r:.3g}" for r in want)
+
+
+def _solve_schedule():
+    def lr_schedule(epoch, lr):       # Keras passes the current rate: change it only at the milestone
+        return lr * 0.1 if epoch == 2 else lr
+
+    return lr_schedule
+
+
+register("03.2", title="find and fix: the schedule that overwrites ReduceLROnPlateau", checker=_check_schedule,
+         solution=_solve_schedule, expects="function",
+         wants="a function lr_schedule(epoch, lr) (or lr_schedule(epoch)) that returns the learning rate",
+         hint="LearningRateScheduler can hand your schedule the rate the optimizer has now; compute the next rate "
+              "from it instead of from the epoch alone.")
