@@ -28,7 +28,7 @@ def replica_devices() -> list[str]:
 
 def slice_sizes(rows: int, parts: int) -> list[int]:
     """How ``multi_gpu_model`` cut ``rows`` rows into ``parts`` slices, the last taking the remainder: 10 rows on 3
-    towers -> [3, 3, 4]; 1 row on 2 -> [0, 1] (compare :func:`helpers.replica_checks.replica_split`)."""
+    towers -> [3, 3, 4]; 1 row on 2 -> [0, 1] (MirroredStrategy gives ceil(rows / parts) each in turn)."""
     nonneg_int("rows", rows)
     positive_int("parts", parts)
     step = rows // parts

@@ -1,54 +1,12 @@
-"""Small tools for ``tf.distribute.MirroredStrategy``: batch math, scope checks, how a batch is split.
+"""Scope checks for ``tf.distribute.MirroredStrategy``: is a model really distributed by a strategy?
 
-Why: the three things people get wrong moving from ``multi_gpu_model`` - where the model is built relative to
-``strategy.scope()``, which batch size ``fit`` means (the global one), a partial last batch - in one line each.
+Why: the mistake people make first moving from ``multi_gpu_model`` - building the model outside
+``strategy.scope()`` - raises nothing; the exercises' checkers use :func:`check_distributed` to say what is wrong.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
-
-from .checks import nonneg_int, positive_int, positive_number
-
-LR_RULES = ("linear", "sqrt", "none")
-
-
-def global_batch_size(per_replica: int, num_replicas: int) -> int:
-    """The batch size to give ``fit``/``tf.data`` (rows per step, split over the replicas)."""
-    return positive_int("per_replica", per_replica) * positive_int("num_replicas", num_replicas)
-
-
-def replica_split(rows: int, num_replicas: int) -> list[int]:
-    """How MirroredStrategy splits ``rows`` rows: ``ceil(rows / num_replicas)`` each in turn until they run out
-    (5 rows on 2 replicas -> [3, 2]; 1 -> [1, 0]; 4 on 3 -> [2, 2, 0]; compare :func:`helpers.legacy.slice_sizes`)."""
-    nonneg_int("rows", rows)
-    each = math.ceil(rows / positive_int("num_replicas", num_replicas))
-    return [min(each, max(0, rows - i * each)) for i in range(num_replicas)]
-
-
-def scale_learning_rate(base_lr: float, base_batch: int, new_batch: int, rule: str = "linear") -> float:
-    """Learning rate for ``new_batch`` given one tuned at ``base_batch``: ``"linear"`` (Goyal et al. 2017, SGD),
-    ``"sqrt"`` (the learning-rate part of Malladi et al. 2022's rule for Adam) or ``"none"`` (keep ``base_lr``)."""
-    positive_number("base_lr", base_lr)
-    positive_int("base_batch", base_batch)
-    positive_int("new_batch", new_batch)
-    if rule not in LR_RULES:
-        raise ValueError(f"rule must be one of {LR_RULES}, got {rule!r}")
-    k = new_batch / base_batch
-    return float(base_lr * {"linear": k, "sqrt": math.sqrt(k), "none": 1.0}[rule])
-
-
-def per_replica_batch_sizes(strategy, dataset) -> list[list[int]]:
-    """Rows each replica receives per batch of ``dataset`` (batched globally): ``[[16, 16], ..., [3, 2]]``."""
-    import tensorflow as tf
-
-    out = []
-    for batch in strategy.experimental_distribute_dataset(dataset):
-        first = batch[0] if isinstance(batch, (tuple, list)) else batch
-        leaf = tf.nest.flatten(first)[0]
-        out.append([int(t.shape[0]) for t in strategy.experimental_local_results(leaf)])
-    return out
 
 
 def model_strategy_report(model) -> dict[str, Any]:

@@ -108,14 +108,6 @@ def test_the_solution_is_correct_and_says_why(replicas):
     assert ok and "each step took 64 rows: 32 on each replica" in text, text
 
 
-def test_check_train_on_replicas_takes_the_rows_per_replica(replicas):
-    """03.2 reuses 00.2's checker with 16 rows per replica: 00.2's answer (32 per replica) is then wrong."""
-    from helpers.exercises.lesson00 import check_train_on_replicas
-
-    ok, text = check_train_on_replicas(exercises.get("00.2").solution(), per_replica=16)
-    assert not ok and "64 rows per step; 16 rows on each of 2 replicas is 32 rows per step" in text, text
-
-
 @pytest.mark.parametrize("answer, words", [
     (lambda s: (32, 1e-3 * s.num_replicas_in_sync ** 0.5), "the global batch is 32, not 64: 32 is one replica's rows"),
     (lambda s: (64, 1e-3 * s.num_replicas_in_sync ** 0.5), "with 1 replicas the global batch is 64, not 32: is the "

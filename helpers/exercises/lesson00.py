@@ -56,11 +56,9 @@ register("00.1", title="scale the batch and the learning rate", checker=_check_b
 ROWS_00_2 = 256
 
 
-def check_train_on_replicas(answer: Any, per_replica: int = 32, call: str = "train") -> "tuple[bool, str]":
-    """Train with ``answer`` on two replicas; right if each step gave every replica ``per_replica`` rows.
-
-    Lesson 03's find-and-fix (03.2) is judged the same way, with its own batch and function name.
-    """
+def _check_train(answer: Any) -> "tuple[bool, str]":
+    """Train with ``answer`` on two replicas; right if each step gave every replica 32 rows."""
+    per_replica, call = 32, "train"
     strategy = practice_strategy()
     replicas = strategy.num_replicas_in_sync
     rng = np.random.default_rng(0)
@@ -108,7 +106,7 @@ def _solve_train():
     return train
 
 
-register("00.2", title="make this model train on 2 replicas", checker=check_train_on_replicas, solution=_solve_train,
+register("00.2", title="make this model train on 2 replicas", checker=_check_train, solution=_solve_train,
          expects="function", takes=3, wants="a function train(strategy, x, y): your changed version",
          hint="the quick start's script does both things: where does it build and compile the model, and how "
               "does it compute the batch size it gives the data?")
