@@ -111,8 +111,8 @@ def test_01_3_a_mesh_where_nothing_fits_and_an_error_where_something_does():
 
 
 def test_01_3_a_value_or_another_object_is_not_a_mesh():
-    _not_yet("01.3", lambda w, a, g, devices: keras.distribution.DataParallel(devices=devices),
-             "it returned a Keras object (DataParallel); return keras.distribution.DeviceMesh(")
+    _not_yet("01.3", lambda w, a, g, devices: {"batch": len(devices), "model": 1},
+             "it returned a dict with keys ['batch', 'model']; return keras.distribution.DeviceMesh(")
     _not_yet("01.3", lambda w, a, g, devices: keras.distribution.DeviceMesh((len(devices), 1), ("data", "model"),
                                                                              devices), "name the mesh's axes")
     mesh = exercises.get("01.3").solution()(2, 8, 16, [f"gpu:{i}" for i in range(8)])
