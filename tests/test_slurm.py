@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -205,12 +206,15 @@ def test_check_py_needs_a_local_slurm(monkeypatch, capsys):
 # --------------------------------------------------------------------------- the scripts
 
 def test_local_slurm_without_root_says_why_in_one_line():
-    cmd = [str(SLURM / "local_slurm.sh"), "true"]
-    if os.geteuid() == 0:
-        if shutil.which("runuser") is None:
-            pytest.skip("runuser is not installed: cannot run the script as another user")
-        cmd = ["runuser", "-u", "nobody", "--", *cmd]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    with tempfile.TemporaryDirectory() as folder:                 # a copy that user nobody may run, wherever
+        script = Path(shutil.copy(SLURM / "local_slurm.sh", folder))  # the checkout lives
+        os.chmod(folder, 0o755)
+        cmd = [str(script), "true"]
+        if os.geteuid() == 0:
+            if shutil.which("runuser") is None:
+                pytest.skip("runuser is not installed: cannot run the script as another user")
+            cmd = ["runuser", "-u", "nobody", "--", *cmd]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd="/")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("local Slurm: needs root")
 
