@@ -21,6 +21,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import h5py
 import numpy as np
 
 from ..resume import TrainingRun
@@ -93,8 +94,6 @@ def _worsen_backups(out: Path) -> int:
     """Zero every array in every ``*.weights.h5`` under ``out`` (the weights and the optimizer's slots; the step
     counter, a scalar, stays): the given model resumed from them cannot learn, so it scores far below the best
     epoch before the kill. How many files it changed."""
-    import h5py
-
     def zero(name, item):
         if isinstance(item, h5py.Dataset) and item.ndim:
             item[...] = 0
