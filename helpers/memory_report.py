@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-#: Fields of ``CompiledMemoryStats`` (JAX 0.7-0.10) this module reads, without the ``_size_in_bytes`` suffix.
+#: Fields of ``CompiledMemoryStats`` (JAX 0.7-0.12) this module reads, without the ``_size_in_bytes`` suffix.
 FIELDS = ("argument", "output", "alias", "temp", "generated_code")
 
 

@@ -38,8 +38,7 @@ class JaxPlan:
 
 def largest_power_of_two(n: int) -> int:
     """Pure: the largest power of two <= ``n`` (3 -> 2, 6 -> 4, 8 -> 8)."""
-    positive_int("n", n, why="number of devices")
-    return 1 << (n.bit_length() - 1)
+    return 1 << (positive_int("n", n, why="number of devices").bit_length() - 1)
 
 
 def jax_device_plan(n_gpus: int, requested: Optional[int] = None) -> JaxPlan:
@@ -66,9 +65,8 @@ def jax_device_plan(n_gpus: int, requested: Optional[int] = None) -> JaxPlan:
 
 def jax_env(plan: JaxPlan, gpu_ids: Optional[list[str]] = None) -> dict[str, str]:
     """Pure: the variables a plan sets before JAX starts. CPU: N forced host devices. GPUs: allocate on demand, so
-    JAX (whose allocator takes up to 75% of each GPU, jax #19267) and TensorFlow processes started beside it share
-    the GPUs; and where the plan uses fewer than the visible ``gpu_ids``, ``CUDA_VISIBLE_DEVICES`` names the first
-    ``plan.devices``, so that ``jax.devices()`` lists exactly those."""
+    JAX (up to 75% of each GPU, jax #19267) and TensorFlow processes beside it share them; with fewer than the
+    visible ``gpu_ids``, ``CUDA_VISIBLE_DEVICES`` names the plan's, so ``jax.devices()`` lists exactly those."""
     if plan.platform == "cpu":
         return {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count={plan.devices}"}
     if plan.platform == "gpu":
@@ -89,9 +87,9 @@ def hide_gpus_from_tensorflow() -> bool:
 
     try:
         tf.config.set_visible_devices([], "GPU")
-    except RuntimeError as exc:
-        raise RuntimeError("TensorFlow already initialised the GPUs in this process, so JAX cannot have them to "
-                           "itself (jax#39167). Restart the kernel and run the Setup cells first.") from exc
+    except RuntimeError as exc:  # TensorFlow started its GPUs already
+        raise RuntimeError("TensorFlow already holds the GPUs in this process, beside JAX (jax#39167): restart "
+                           "the kernel and run the Setup cells first.") from exc
     return True
 
 

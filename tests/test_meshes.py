@@ -139,7 +139,7 @@ def test_hide_gpus_from_tensorflow(monkeypatch):
     monkeypatch.setattr(tf, "config", config)
     assert meshes.hide_gpus_from_tensorflow() is True and config.calls == [([], "GPU")]
     monkeypatch.setattr(tf, "config", _RecordingConfig(initialised=True))
-    with pytest.raises(RuntimeError, match="already initialised the GPUs.*Restart the kernel"):
+    with pytest.raises(RuntimeError, match="already holds the GPUs.*restart the kernel"):
         meshes.hide_gpus_from_tensorflow()
     monkeypatch.setattr(meshes.importlib.util, "find_spec", lambda name: None)   # no TensorFlow installed
     assert meshes.hide_gpus_from_tensorflow() is False

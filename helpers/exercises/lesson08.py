@@ -59,9 +59,8 @@ def _facts_here(fn, n: int) -> dict:
 def _facts(fn) -> dict:
     """:func:`_facts_here` in lesson 08's kernel (Keras on JAX), else in a fresh JAX process with 4 devices, to
     which the answer travels as its source."""
-    n = jax_devices_here()
-    if n:
-        return _facts_here(fn, n)
+    if jax_devices_here():
+        return _facts_here(fn, jax_devices_here())
     try:
         src = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):
@@ -98,8 +97,7 @@ def _check_distribution(answer):
     want_rows = 64 // max(n // 2, 1)
     if f["rows"] != want_rows or f["batch_axis"] != "data":
         wrong.append(f"a global batch of 64 is split over {f['batch_axis']!r}, {f['rows']} rows a device, want "
-                     f"{want_rows} over 'data': the batch is split along batch_dim_name, which must be the 'data' "
-                     "axis")
+                     f"{want_rows} over 'data': it follows batch_dim_name, which must be the 'data' axis")
     if wrong:
         return False, f"on {n} devices: " + "; ".join(wrong)
     return True, (f"on {n} devices: a {mesh} mesh, d1 split by columns and d2 by rows over the 2 'model' "

@@ -89,38 +89,29 @@ _CACHE: dict = {}
 
 
 def facts(fns: list, n: "int | None" = None) -> list[dict]:
-    """:func:`_facts_here` for each answer (cached per source and N): here in lesson 10's kernel, else all in one
-    fresh JAX process, which re-creates each function from its source (kd, keras, np and big_mlp defined)."""
+    """:func:`_facts_here` for each answer: here in lesson 10's kernel, else all in one fresh JAX process (cached
+    per source and N), which re-creates each function from its source (kd, keras, np and big_mlp defined)."""
     n = devices_here() if n is None else n
-    keys, sources = [], {}
-    for fn in fns:
-        try:
-            src = textwrap.dedent(inspect.getsource(fn))
-        except (OSError, TypeError):
-            src = None
-        keys.append((src or id(fn), n))
-        if src:
-            sources[keys[-1]] = (src, fn.__name__)
-    todo = [(key, fn) for key, fn in zip(keys, fns) if key not in _CACHE]
-    if todo and (jax_devices_here() or 0) >= n:
-        for key, fn in todo:
-            _CACHE[key] = _facts_here(fn, n)
-    elif todo:
-        if any(key not in sources for key, _ in todo):
-            raise ValueError("cannot read this function's source: define it in a cell or a file")
-        jobs = [sources[key] for key, _ in todo]
-        _CACHE.update(zip([key for key, _ in todo], run_in_jax(f"""
+    if (jax_devices_here() or 0) >= n:
+        return [_facts_here(fn, n) for fn in fns]
+    try:
+        jobs = [(textwrap.dedent(inspect.getsource(fn)), fn.__name__) for fn in fns]
+    except (OSError, TypeError):
+        raise ValueError("cannot read this function's source: define it in a cell or a file") from None
+    todo = list(dict.fromkeys(job for job in jobs if (job, n) not in _CACHE))
+    if todo:
+        _CACHE.update(zip([(job, n) for job in todo], run_in_jax(f"""
             import json, keras, numpy as np
             from keras import distribution as kd
             from helpers.exercises.lesson10 import _facts_here, big_mlp
             out = []
-            for src, name in {jobs!r}:
+            for src, name in {todo!r}:
                 namespace = dict(kd=kd, keras=keras, np=np, big_mlp=big_mlp)
                 exec(src, namespace)
                 out.append(_facts_here(namespace[name], {n}))
             print(json.dumps(out))
         """, n)))
-    return [_CACHE[key] for key in keys]
+    return [_CACHE[(job, n)] for job in jobs]
 
 
 def budget_mib(devices: "int | None" = None) -> int:
