@@ -17,6 +17,7 @@ from test_exercises import not_yet
 
 from helpers import exercises
 from helpers.exercises import lesson10
+from helpers.versions import at_least
 
 
 def fsdp_all(devices):
@@ -128,7 +129,10 @@ def test_10_1_wrong_says_why(measured, n_devices, i):
 
 @pytest.mark.slow
 def test_10_1_a_key_that_matches_nothing_is_named(measured, n_devices):
-    not_yet("10.1", fsdp_partial_key, "your ModelParallel shards no kernel", "match the whole path")
+    if at_least("keras", "3.14"):         # a key must match the whole path: 'kernel' matches none
+        not_yet("10.1", fsdp_partial_key, "your ModelParallel shards no kernel", "match the whole path")
+    else:                                 # re.search: 'kernel' is found in every kernel's path (lesson 08's trap)
+        assert exercises.verdict("10.1", fsdp_partial_key)[0]
 
 
 @pytest.mark.slow
