@@ -423,7 +423,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             shutil.copy(f, work)
     python = os.path.abspath(sys.executable)                 # a venv's python: not resolved, or the venv is lost
     env = {**os.environ, "PATH": f"{os.path.dirname(python)}:{os.environ['PATH']}", "PYTHON": python,
-           "PYTHONUNBUFFERED": "1", "KERAS_BACKEND": "tensorflow"}
+           "PYTHONUNBUFFERED": "1", "KERAS_BACKEND": "tensorflow",
+           "TF_CPP_MIN_LOG_LEVEL": "0"}                      # TensorFlow's INFO and WARNING lines are quoted below
     checks = Checks(Slurm(work, env))
     order = [("TF together", checks.tf_together), ("TF resume", checks.tf_resume),
              ("JAX srun", checks.jax_srun), ("PyTorch torchrun", checks.torch_torchrun),
