@@ -174,8 +174,13 @@ class Slurm:
         return state
 
     def cancel(self, job: int) -> str:
+        """scancel, then wait until the job has left the queue: its state is final at once, its processes live on
+        for up to KillWait seconds (the next job must not meet them in the same folder)."""
         run(["scancel", job])
-        return self.wait(job, timeout=60)
+        state, deadline = self.wait(job, timeout=60), time.time() + 60
+        while run(["squeue", "--noheader", f"--jobs={job}"]).stdout.strip() and time.time() < deadline:
+            time.sleep(0.2)
+        return state
 
     def completed(self, *args, **kw) -> int:
         """Submit, wait, and fail unless the job COMPLETED; the job id."""

@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-.venv/bin/python}
-if ! "$PYTHON" -c 'import keras, tensorflow, jax, sklearn' 2>/dev/null; then
+if ! "$PYTHON" -c 'import importlib.util as u, sys
+sys.exit(any(u.find_spec(m) is None for m in ("keras", "tensorflow", "jax", "sklearn")))' 2>/dev/null; then
   echo "slurm check: $PYTHON cannot import keras, tensorflow, jax and sklearn: run make install first (or set PYTHON=...)" >&2
   exit 2
 fi
