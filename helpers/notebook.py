@@ -19,9 +19,10 @@ from .devices import check_device_count, ensure_devices, gpu_names, replica_kind
 from .meshes import choose_jax_platform
 from .quiet import install_native_filter
 from .subproc import at_exit
+from .torch_backend import setup as setup_torch
 from .versions import stack_line, versions  # noqa: F401  (lesson 00 calls helpers.notebook.versions)
 
-BACKENDS = ("tensorflow", "jax")
+BACKENDS = ("tensorflow", "jax", "torch")
 
 
 def where_am_i() -> str:
@@ -93,6 +94,8 @@ def setup_notebook(devices: Optional[int] = None, backend: str = "tensorflow") -
     if devices is not None:
         check_device_count(devices)
     n_jax = _select_backend(backend, devices)
+    if backend == "torch":                       # lesson 12: one process per device (helpers.torch_backend)
+        return setup_torch(where_am_i(), no_gpu_advice)
     if backend == "tensorflow":
         names = ensure_devices(2 if devices is None else devices)
         import tensorflow as tf

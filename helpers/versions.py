@@ -26,7 +26,7 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "python": ("3.11", "3.13"),
     "tensorflow": ("2.20", "2.21"),
     "keras": ("3.13", "3.15"),
-    "jax": ("0.7", "0.10"),
+    "jax": ("0.7", "0.12"),
 }
 #: Distributions shown in the stack line (only those installed).
 SHOWN = ("tensorflow", "keras", "jax", "numpy")
