@@ -2,7 +2,9 @@
 
 Each rule is a ``Rule``: a name, what it protects, and a check that returns one message per problem. Rules with
 ``scope="notebook"`` run on every lesson, ``scope="course"`` once. ``make lint`` runs them all with ruff, and
-tests/test_nblint.py shows that each rule catches what it forbids.
+tests/test_nblint.py shows that each rule catches what it forbids. A rule with ``fails=False`` only warns: its
+problems are printed but do not fail the run (the learner's-path budgets, while the lessons are brought under them).
+Standard library only (``make lint`` runs it without the course's environment).
 
 CLI::
 
@@ -25,7 +27,10 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import error_index  # noqa: E402
+import learnerpath  # noqa: E402
 import nbtemplate  # noqa: E402
+import registry  # noqa: E402
 import wordcount  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +43,7 @@ class Rule:
     why: str
     check: Callable[..., list]
     scope: str = "notebook"          # "notebook": check(nb, path) per lesson; "course": check(paths) once
+    fails: bool = True               # False: a warning, printed but not failing the run
 
 
 def _src(cell: dict) -> str:
@@ -59,6 +65,14 @@ def template_problems(nb: dict, path: Path) -> list[str]:
     return nbtemplate.problems(nb, f"notebooks/{path.name}")
 
 
+def format_problems(nb: dict, path: Path) -> list[str]:
+    return nbtemplate.format_problems(path.read_text(encoding="utf-8"))
+
+
+def registry_problems(nb: dict, path: Path) -> list[str]:
+    return registry.entry_problems(nb.get("metadata", {}).get("course"))
+
+
 def numbering_problems(paths: list[Path]) -> list[str]:
     numbers = [int(nbtemplate.check_name(str(p)).group(1)) for p in paths]
     return [] if numbers == list(range(len(numbers))) else [f"lessons are numbered {numbers}, not 00, 01, 02..."]
@@ -75,14 +89,18 @@ def hygiene_problems(nb: dict, path: Path) -> list[str]:
     return found
 
 
+EXERCISES_PER_LESSON = (2, 3)
+
+
 def exercise_problems(nb: dict, path: Path) -> list[str]:
     if path.name.startswith("00_"):
         return []
     headings = [ln for c in nb["cells"] if c["cell_type"] == "markdown"
                 for ln in _src(c).splitlines() if re.match(r"## Exercise \d+", ln)]
     keys = set(re.findall(r'helpers\.exercises\.check\("(\d\d\.\d+)"', _code(nb)))
-    found = [] if len(headings) == len(keys) == 2 else [
-        f"{len(headings)} '## Exercise N' headings and {len(keys)} checked exercises: a lesson has two of each"]
+    found = [] if len(headings) == len(keys) and len(keys) in EXERCISES_PER_LESSON else [
+        f"{len(headings)} '## Exercise N' headings and {len(keys)} checked exercises: a lesson has two or three "
+        "of each"]
     return found + [f"exercise {k} is checked in lesson {path.name[:2]}" for k in sorted(keys)
                     if not k.startswith(path.name[:2] + ".")]
 
@@ -95,26 +113,36 @@ TAUGHT_CALLS = {
     "02": ["tf.config.set_logical_device_configuration(", "tf.config.set_visible_devices(",
            "tf.config.set_soft_device_placement(False)", "tf.config.experimental.set_memory_growth(",
            "tf.config.list_logical_devices(", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-           "tf.debugging.set_log_device_placement(True)", "MirroredStrategy(devices="],
+           "tf.debugging.set_log_device_placement(True)", "MirroredStrategy(devices=", "--query-gpu=",
+           "subprocess.run("],
     "03": ["tf.distribute.MirroredStrategy(", "with strategy.scope():", ".compile(", ".fit(",
            "* strategy.num_replicas_in_sync", ".batch(", ".prefetch(tf.data.AUTOTUNE)", "warmup_target=",
-           ".distribute_strategy.num_replicas_in_sync"],
+           ".distribute_strategy.num_replicas_in_sync", "strategy.extended.worker_devices",
+           "layers.RandomTranslation(", "layers.RandomFlip(", "keras.callbacks.LearningRateScheduler(",
+           "keras.callbacks.ReduceLROnPlateau(", "def lr_schedule(epoch, lr):"],
     "04": ["BatchNormalization(", "synchronized=", "tf.distribute.MirroredStrategy(", "with strategy.scope():",
-           "kd.DataParallel("],
+           "strategy.experimental_local_results(", "kd.DataParallel("],
     "05": ["keras.callbacks.ModelCheckpoint(", "keras.models.load_model(", "with strategy.scope():",
-           "save_best_only=True", "initial_epoch=", "keras.callbacks.BackupAndRestore(", "%%writefile"],
+           "save_best_only=True", "initial_epoch=", "keras.callbacks.BackupAndRestore(", "initial_value_threshold=",
+           "%%writefile"],
     "06": ["with strategy.scope():", ".fit(", ".cache()", ".prefetch(tf.data.AUTOTUNE)",
-           "keras.mixed_precision.set_global_policy(", "time.perf_counter()", "* strategy.num_replicas_in_sync"],
+           "keras.mixed_precision.set_global_policy(", "time.perf_counter()", "* strategy.num_replicas_in_sync",
+           "strategy.extended.worker_devices", "compute_capability"],
     "07": ["%%writefile", "tf.distribute.MultiWorkerMirroredStrategy(", "TF_CONFIG", "strategy.run(",
-           "tf.GradientTape()", "tf.nn.compute_average_loss(", "tf.train.CheckpointManager("],
+           "tf.GradientTape()", "tf.nn.compute_average_loss(", "tf.train.CheckpointManager(",
+           "TFConfigClusterResolver(", "NCCL_DEBUG", "epochs_done"],
     "08": ["set_distribution(None)", "DataParallel(", "ModelParallel(", "DeviceMesh(",
-           "LayoutMap(", "layout_map[", ".sharding", "addressable_shards"],
+           "LayoutMap(", "layout_map[", ".sharding", "addressable_shards", "kd.initialize(", "jax.process_index()"],
     "09": ["strategy.experimental_local_results(", "tf.distribute.get_replica_context(", "strategy.reduce(",
            "tf.clip_by_global_norm(", "distribute_datasets_from_function("],
-    "10": ["jax.jit(", ".memory_analysis()", "jax.profiler.trace("],
+    "10": ["jax.jit(", ".memory_analysis()", "jax.profiler.trace(", "gradient_accumulation_steps=",
+           "keras.RematScope(", "keras.mixed_precision.set_global_policy(", "strategy.run(", "ON_READ"],
     "11": ["keras_hub.models.GemmaBackbone(", "keras_hub.models.GemmaCausalLM(", "enable_lora(", "get_layout_map(",
            "kd.ModelParallel(", "kd.DeviceMesh(", "save_lora_weights(", "load_lora_weights(", ".fit(",
-           "set_distribution(None)"],
+           "set_distribution(None)", "from_preset("],
+    "12": ["torch.distributed.run", "init_process_group(", "DistributedDataParallel(", "DistributedSampler(",
+           ".set_epoch(", "torch.cuda.set_device(", "with keras.device(", "dist.all_reduce(", "kd.DataParallel(",
+           "tf.distribute.MirroredStrategy(", "%%writefile"],
 }
 
 
@@ -260,11 +288,20 @@ def imported_by_kernel(nb: dict) -> list[str]:
                    or re.search(rf"^\s*(import|from)\s+{re.escape(Path(name).stem)}\b", c, re.M) for c in cells)]
 
 
+_LINE_MAGIC = re.compile(r"^([ \t]*)(?:[%!].*|[\w.]+\?\??[ \t]*)$", re.M)
+_ASSIGNED_MAGIC = re.compile(r"^([ \t]*[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=[ \t]*)[%!].*$", re.M)
+
+
+def as_python(source: str) -> str:
+    """A cell's source as plain Python, without IPython: a line magic, shell line or help line (``%time f()``,
+    ``!pip ...``, ``obj??``) becomes ``pass``, and ``x = !ls`` becomes ``x = None``. IPython turns each into a
+    call whose code is a string, so no statement that could build a strategy is lost; line numbers stay."""
+    return _LINE_MAGIC.sub(r"\1pass", _ASSIGNED_MAGIC.sub(r"\1None", source))
+
+
 def kernel_default_strategies(nb: dict) -> list[str]:
     """Every default multi-replica strategy the kernel may create: its cells and the importable part of the files
     it writes and imports (files only other processes run do not count)."""
-    from IPython.core.inputtransformer2 import TransformerManager
-
     found = []
     for i, src in code_cells(nb):
         if src.startswith("%%writefile"):
@@ -272,7 +309,7 @@ def kernel_default_strategies(nb: dict) -> list[str]:
         if src.startswith("%%"):                       # another cell magic (%%time ...): its body, if Python
             src = src.partition("\n")[2]
         try:
-            tree = ast.parse(TransformerManager().transform_cell(src))
+            tree = ast.parse(as_python(src))
         except SyntaxError:                             # %%bash and friends: not Python, no strategy
             continue
         found += default_strategies(tree, f"cell {i}")
@@ -324,31 +361,62 @@ def word_budget_problems(paths: list[Path]) -> list[str]:
     return wordcount.report(paths[0].parent)["over_budget"] if paths else []
 
 
+# ---- the learner's path (tools/learnerpath.py) and the error index -------------------------------------------
+
+#: The learner's-path budgets only warn while the lessons are brought under them; True makes them fail lint.
+LEARNER_PATH_FAILS = False
+
+
+def learner_path_problems(paths: list[Path]) -> list[str]:
+    return learnerpath.report([p for p in paths if re.match(r"\d\d_", p.name)])["over_budget"] if paths else []
+
+
+def error_index_problems(paths: list[Path]) -> list[str]:
+    index = ROOT / "TROUBLESHOOTING.md"
+    try:
+        error_index.load(index)
+    except (OSError, ValueError) as err:
+        return [f"{index.name}: {err}"]
+    return []
+
+
 RULES = [
     Rule("template", "title, paragraph, badges, Setup; stripped outputs; the python3 kernel", template_problems),
+    Rule("format", "the one notebook format, nbformat's writer's (make sync-notebooks rewrites it)", format_problems),
+    Rule("registry", "each lesson's metadata.course entry is complete (tools/registry.py)", registry_problems),
     Rule("numbering", "lessons are NN_snake_case, numbered from 00 without gaps", numbering_problems, "course"),
     Rule("hygiene", "no unsafe loading, no sys.path, no private collective keys", hygiene_problems),
-    Rule("exercises", "exactly two exercises per lesson, each checked under the lesson's number", exercise_problems),
+    Rule("exercises", "two or three exercises per lesson, each checked under the lesson's number",
+         exercise_problems),
     Rule("taught-calls", "every API call a lesson teaches is written in its cells", taught_call_problems),
     Rule("copy-box", "lessons 03-11 end with one helper-free 'Copy this' box that asserts", copy_box_problems),
     Rule("scripts", "%%writefile scripts: one cell per file, no helpers, short", script_problems),
     Rule("collective", "at most one default multi-replica MirroredStrategy per kernel", collective_problems),
     Rule("output-noise", "no native start-up noise and no stray results in outputs", stored_output_problems),
     Rule("words", "the prose budgets (tools/wordcount.py)", word_budget_problems, "course"),
+    Rule("learner-path", "the learner's-path budgets (tools/learnerpath.py)", learner_path_problems, "course",
+         fails=LEARNER_PATH_FAILS),
+    Rule("error-index", "TROUBLESHOOTING.md's messages parse: none empty, none twice", error_index_problems, "course"),
 ]
 
 
-def lint(paths: list[Path], rules: list[Rule] = RULES) -> list[str]:
-    """Every problem, as 'file: rule: message' (or 'course: rule: message')."""
-    found = []
+def run(paths: list[Path], rules: list[Rule] = RULES) -> tuple[list[str], list[str]]:
+    """(problems, warnings), each as 'file: rule: message' (or 'course: rule: message')."""
+    problems, warnings = [], []
+    notebooks = {path: json.loads(path.read_text(encoding="utf-8")) for path in paths}
     for rule in rules:
+        out = problems if rule.fails else warnings
         if rule.scope == "course":
-            found += [f"course: {rule.name}: {m}" for m in rule.check(paths)]
+            out += [f"course: {rule.name}: {m}" for m in rule.check(paths)]
             continue
-        for path in paths:
-            nb = json.loads(path.read_text(encoding="utf-8"))
-            found += [f"{path.name}: {rule.name}: {m}" for m in rule.check(nb, path)]
-    return found
+        for path, nb in notebooks.items():
+            out += [f"{path.name}: {rule.name}: {m}" for m in rule.check(nb, path)]
+    return problems, warnings
+
+
+def lint(paths: list[Path], rules: list[Rule] = RULES) -> list[str]:
+    """Every problem of the failing rules, as 'file: rule: message' (or 'course: rule: message')."""
+    return run(paths, rules)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -358,13 +426,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list:
         for r in RULES:
-            print(f"{r.name:13} {r.why}")
+            print(f"{r.name:13} {r.why}{'' if r.fails else ' (warns only)'}")
         return 0
     rules = [r for r in RULES if not args.rule or r.name in args.rule]
-    problems = lint(sorted(NOTEBOOKS.glob("*.ipynb")), rules)
+    problems, warnings = run(sorted(NOTEBOOKS.glob("*.ipynb")), rules)
     for p in problems:
         print(p)
-    print(f"nblint: {len(rules)} rule(s), {len(problems)} problem(s)")
+    for w in warnings:
+        print("warning:", w)
+    print(f"nblint: {len(rules)} rule(s), {len(problems)} problem(s), {len(warnings)} warning(s)")
     return 1 if problems else 0
 
 
