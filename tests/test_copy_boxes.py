@@ -1,4 +1,4 @@
-"""The "Copy this" box that ends lessons 03-11 runs as it stands, in a fresh process that has no course helpers.
+"""The "Copy this" box that ends lessons 03-12 runs as it stands, in a fresh process that has no course helpers.
 
 The box's shape (one ```python block, before the Summary, helper-free, ending in asserts) is nblint's copy-box
 rule. A learner pastes the box into a project, so here ``import helpers`` fails and the cwd is empty.
@@ -14,7 +14,7 @@ import sys
 import nblint
 import pytest
 
-LESSONS = [f"{n:02d}" for n in range(3, 12)]
+LESSONS = [f"{n:02d}" for n in range(3, 13)]   # 12's box starts torchrun itself: `python box.py`
 #: helpers cannot be imported, whatever is installed: the box must stand on its own.
 _NO_HELPERS = ("import sys; sys.modules['helpers'] = None; __file__ = 'box.py'; "
                "exec(compile(open('box.py').read(), 'box.py', 'exec'))")
@@ -32,3 +32,15 @@ def test_copy_this_box_runs_without_helpers(number, tmp_path):
     proc = subprocess.run([sys.executable, "-c", _NO_HELPERS], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, f"{path.name}'s box failed:\n{proc.stdout[-1500:]}\n{proc.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("number", ["08", "10", "11"])
+def test_jax_boxes_keep_tensorflow_off_the_gpus_and_use_a_power_of_two(number):
+    """jax#39167: TensorFlow beside JAX on two GPUs breaks NCCL, so each JAX box hides the GPUs from it before JAX
+    starts; its devices follow the JAX rule (2+ GPUs: a power of two of them, else the CPU split in two)."""
+    [path] = sorted(nblint.NOTEBOOKS.glob(f"{number}_*.ipynb"))
+    [(_, markdown)] = nblint.copy_boxes(json.loads(path.read_text(encoding="utf-8")))
+    code = nblint.box_code(markdown)
+    assert code.index('tf.config.set_visible_devices([], "GPU")') < code.index("import jax\n")
+    assert "gpus[:2 ** (len(gpus).bit_length() - 1)] if len(gpus) >= 2 else jax.devices(\"cpu\")" in code
+    assert 'print("devices:", devices)' in code and 'print(f"success' in code
