@@ -287,12 +287,3 @@ def test_the_script_chooses_its_policy_like_the_course():
     assert child.policy_for(None, [None]) == "float32" and child.policy_for("mixed_float16", [None]) == "mixed_float16"
     for caps in ([(7, 5), (7, 5)], [(8, 0)], [(6, 0)], [None, None]):
         assert child.policy_for("mixed", caps) == precision.mixed_policy(caps)
-
-
-def test_notebook_scripts_reads_every_writefile_cell(tmp_path):
-    import json
-
-    path = tmp_path / "nb.ipynb"
-    cells = ["%%writefile {SCRATCH}/a.py\nA = 1", "x = 2", "%%writefile b.py\nB = 2\n"]
-    path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": s} for s in cells]}))
-    assert benchmark.notebook_scripts(path) == {"a.py": "A = 1\n", "b.py": "B = 2\n"}

@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-import benchmark  # tools/benchmark.py: reads the lessons' %%writefile cells
 import nblint
 import pytest
 
@@ -129,7 +128,8 @@ def test_06_the_lessons_rule_is_the_course_rule():
 @pytest.fixture(scope="module")
 def mwms_lib(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lesson07")
-    for name, text in benchmark.notebook_scripts(ROOT / "notebooks" / "07_multi_worker_and_fault_tolerance.ipynb").items():
+    nb = json.loads((ROOT / "notebooks" / "07_multi_worker_and_fault_tolerance.ipynb").read_text())
+    for name, text in nblint.written_files(nb).items():
         (folder / name).write_text(text)
     return subproc.load_script(folder / "mwms_lib.py")
 
