@@ -1,16 +1,17 @@
 """Helpers for the Keras multi-GPU course: plumbing by concept, one module each (see each module's docstring).
 
 Setup: config (quick/full), versions, quiet, course (the course map), devices (``ensure_devices``), meshes (JAX
-devices), notebook (``setup_notebook``, ``scratch_dir``), errors (``expect_error``), checks, subproc, data, models.
-Lessons: plotting, placement (01); gpus (02); legacy, replica_checks (03); batchnorm, capsule (04); callbacks,
-resume (05); bench, precision, scaling, input_pipeline (06); cluster (07); clinic (09); memory_report,
-trace_split (10); exercises (self-checks and solutions). Maintainer tools live in tools/.
+devices), torch_backend (PyTorch, lesson 12), notebook (``setup_notebook``, ``scratch_dir``), errors
+(``expect_error``), checks, subproc, data, models. Lessons: plotting, placement (01); gpus (02); legacy,
+replica_checks (03); batchnorm, capsule (04); callbacks, resume (05); bench, precision, scaling, input_pipeline (06);
+cluster (07); memory_report, trace_split (10); exercises (self-checks and solutions). Maintainer tools live in
+tools/.
 
 The import rule (tests/test_import_rule.py): the setup chain and the launchers (cluster, resume) import
 a framework (TensorFlow, Keras, JAX, matplotlib, ...) only inside the function that uses it.
 Why: lesson 08 picks the Keras backend after importing helpers, device variables must be set before a framework
 starts, and worker processes should not pay for TensorFlow's import. Modules used only after the Setup cells
-may import Keras at the top and define plain classes (``SplitModel??`` shows the source). Everything else
+may import Keras at the top and define plain classes (``ParallelModelCheckpoint??`` shows the source). Everything else
 (the standard library, numpy, sibling modules) is imported at the top of a module, never inside a function.
 """
 

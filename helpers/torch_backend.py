@@ -13,7 +13,8 @@ from . import config
 from .versions import installed, stack_line
 
 INSTALL = ("PyTorch is not installed here; lesson 12 needs it (Colab and Kaggle have it). On a laptop without a "
-           "GPU: pip install -r requirements-torch.txt (a CPU build, about 200 MB), then restart the kernel.")
+           "GPU: pip install torch --index-url https://download.pytorch.org/whl/cpu (a CPU build, a few hundred "
+           "MB), then restart the kernel.")
 
 
 def process_plan(n_gpus: int) -> tuple[list[str], str]:

@@ -37,7 +37,7 @@ FRAMEWORK_FREE = ("helpers", "helpers.checks", "helpers.config", "helpers.course
                   "helpers.devices", "helpers.errors", "helpers.gpus", "helpers.meshes", "helpers.models",
                   "helpers.notebook", "helpers.precision", "helpers.quiet", "helpers.subproc",
                   "helpers.versions", "helpers.cluster",
-                  "helpers.resume", "helpers.exercises")
+                  "helpers.resume", "helpers.exercises", "helpers.torch_backend")
 #: Top-level packages imported only inside the functions that use them.
 FRAMEWORKS = frozenset({"tensorflow", "keras", "tf_keras", "jax", "jaxlib", "matplotlib", "sklearn",
                         "scipy", "torch", "keras_hub"})   # keras_hub imports keras and TensorFlow (lesson 11)
@@ -180,13 +180,12 @@ def test_importing_the_setup_chain_and_the_launchers_imports_no_framework():
 
 @pytest.mark.slow
 def test_a_module_used_after_setup_defines_plain_classes_with_their_source():
-    """placement imports Keras at the top: SplitModel is a plain class, so ``SplitModel??`` shows its source."""
+    """callbacks imports Keras at the top: ParallelModelCheckpoint is a plain class, so ``??`` shows its source."""
     import inspect
 
-    assert frameworks_imported(["helpers.placement"], ROOT).get("keras") == "helpers.placement"
-    from helpers import callbacks, placement
+    assert frameworks_imported(["helpers.callbacks"], ROOT).get("keras") == "helpers.callbacks"
+    from helpers import callbacks
 
-    assert inspect.getsource(placement.SplitModel).startswith("class SplitModel(keras.Model):")
     assert inspect.getsource(callbacks.ParallelModelCheckpoint).startswith(
         "class ParallelModelCheckpoint(keras.callbacks.ModelCheckpoint):")
 
@@ -210,11 +209,25 @@ def test_the_probe_blames_the_module_that_imports_a_framework(tmp_path):
 def test_a_printed_solution_brings_the_imports_it_needs(capsys):
     from helpers import exercises
 
-    exercises.show_solution("03.1")  # uses slice_sizes and replica_split, imported at lesson03's top
+    exercises.show_solution("03.1")  # uses keras, tf and layers, imported at lesson03's top
     printed = capsys.readouterr().out.split(":\n\n", 1)[1].split("\nExercise 03.1")[0]
-    assert printed.startswith("from helpers.legacy import slice_sizes\n"
-                              "from helpers.replica_checks import replica_split\n\n"), printed
+    assert printed.startswith("import keras\nimport tensorflow as tf\nfrom keras import layers\n\n"), printed
     namespace: dict = {}
     exec(printed, namespace)  # runs as printed, as if pasted into a fresh notebook cell
-    assert namespace["_solve_split"]() == exercises.get("03.1").solution()
+    assert callable(namespace["_solve_pipeline"])
     assert exercises.solution_imports(lambda: 42) == []  # nothing used, nothing printed
+
+
+def test_a_relative_import_is_printed_with_its_absolute_module(tmp_path, monkeypatch):
+    from helpers import exercises
+
+    pkg = tmp_path / "course_pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tools.py").write_text("def helper():\n    return 1\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "ex.py").write_text("from ..tools import helper\n\ndef solution():\n    return helper()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from course_pkg.sub import ex
+
+    assert exercises.solution_imports(ex.solution) == ["from course_pkg.tools import helper"]
