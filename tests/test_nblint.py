@@ -206,16 +206,13 @@ def test_registry():
     assert "no metadata.course entry" in _rule("registry")(nb, LESSON)[0]
 
 
-def test_the_learner_path_budgets_warn_until_the_switch_is_flipped(tmp_path):
+def test_the_learner_path_budgets_fail_lint(tmp_path):
     machinery = ("import helpers\nREPLICAS = helpers.setup_notebook()", "helpers.bench.run()",
                  "helpers.cluster.launch()", "helpers.memory_report.table()")
     (tmp_path / "03_some_lesson.ipynb").write_text(json.dumps(_nb("x = 1", *machinery)))
     [rule] = [r for r in nblint.RULES if r.name == "learner-path"]
-    assert rule.fails is nblint.LEARNER_PATH_FAILS is False
-    problems, warnings = nblint.run([tmp_path / "03_some_lesson.ipynb"], [rule])
-    assert problems == [] and any("3 of 3 visible code cells drive course machinery" in w for w in warnings)
-    failing = nblint.Rule(rule.name, rule.why, rule.check, rule.scope, fails=True)   # LEARNER_PATH_FAILS = True
-    assert nblint.run([tmp_path / "03_some_lesson.ipynb"], [failing])[0] == warnings
+    problems = nblint.lint([tmp_path / "03_some_lesson.ipynb"], [rule])
+    assert any("3 of 3 visible code cells drive course machinery" in p for p in problems), problems
 
 
 def test_magics_become_plain_python_without_ipython():

@@ -9,7 +9,8 @@ Rule:
   course's ``helpers`` package, other than the interfaces meant for learners: ``expect_error``, the exercises,
   ``scratch_dir``, ``config.pick``, plots and tables. Names reach a cell through ``import helpers`` (then
   ``helpers.x``) or ``from helpers[.m] import x``, in any earlier cell;
-- visible code lines are the non-blank lines of visible cells.
+- visible code lines are the non-blank lines of visible cells: at most 1,800 over lessons 00-11 and 200 in any
+  one lesson.
 
 Usage: python tools/learnerpath.py [--json] [NOTEBOOK ...]   (a table per lesson and the totals)
 """
@@ -26,10 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 
 #: The budgets of the learner's path: machinery share over all lessons, in any one lesson, the visible code lines
-#: of the course and the collapsed share of a lesson's code cells.
+#: of lessons 00-11 together and of any one lesson, and the collapsed share of a lesson's code cells.
 COURSE_MACHINERY = 0.35
 LESSON_MACHINERY = 0.50
 VISIBLE_LINES = 1_800
+CORE_LAST = "11"
+LESSON_VISIBLE_LINES = 200
 COLLAPSED_SHARE = 0.30
 
 #: The course interfaces a learner is meant to use: helpers.X, or helpers.X.Y for a dotted entry.
@@ -197,14 +200,17 @@ def report(paths: list[Path]) -> dict:
         if f["visible"] and f["machinery"] / f["visible"] > LESSON_MACHINERY:
             over.append(f"{number}: {f['machinery']} of {f['visible']} visible code cells drive course machinery "
                         f"(budget {LESSON_MACHINERY:.0%})")
+        if f["visible_lines"] > LESSON_VISIBLE_LINES:
+            over.append(f"{number}: {f['visible_lines']} visible code lines (budget {LESSON_VISIBLE_LINES})")
         if f["cells"] and f["collapsed"] / f["cells"] > COLLAPSED_SHARE:
             over.append(f"{number}: {f['collapsed']} of {f['cells']} code cells collapsed "
                         f"(budget {COLLAPSED_SHARE:.0%})")
     if total["visible"] and total["machinery"] / total["visible"] > COURSE_MACHINERY:
         over.append(f"course: {total['machinery']} of {total['visible']} visible code cells drive course machinery "
                     f"(budget {COURSE_MACHINERY:.0%})")
-    if total["visible_lines"] > VISIBLE_LINES:
-        over.append(f"course: {total['visible_lines']} visible code lines (budget {VISIBLE_LINES:,d})")
+    core = sum(f["visible_lines"] for number, f in per.items() if number <= CORE_LAST)
+    if core > VISIBLE_LINES:
+        over.append(f"lessons 00-{CORE_LAST}: {core:,d} visible code lines (budget {VISIBLE_LINES:,d})")
     return {"per_lesson": per, "total": total, "over_budget": over}
 
 

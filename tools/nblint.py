@@ -2,8 +2,7 @@
 
 Each rule is a ``Rule``: a name, what it protects, and a check that returns one message per problem. Rules with
 ``scope="notebook"`` run on every lesson, ``scope="course"`` once. ``make lint`` runs them all with ruff, and
-tests/test_nblint.py shows that each rule catches what it forbids. A rule with ``fails=False`` only warns: its
-problems are printed but do not fail the run (the learner's-path budgets, while the lessons are brought under them).
+tests/test_nblint.py shows that each rule catches what it forbids.
 Standard library only (``make lint`` runs it without the course's environment).
 
 CLI::
@@ -43,7 +42,6 @@ class Rule:
     why: str
     check: Callable[..., list]
     scope: str = "notebook"          # "notebook": check(nb, path) per lesson; "course": check(paths) once
-    fails: bool = True               # False: a warning, printed but not failing the run
 
 
 def _src(cell: dict) -> str:
@@ -363,10 +361,6 @@ def word_budget_problems(paths: list[Path]) -> list[str]:
 
 # ---- the learner's path (tools/learnerpath.py) and the error index -------------------------------------------
 
-#: The learner's-path budgets only warn while the lessons are brought under them; True makes them fail lint.
-LEARNER_PATH_FAILS = False
-
-
 def learner_path_problems(paths: list[Path]) -> list[str]:
     return learnerpath.report([p for p in paths if re.match(r"\d\d_", p.name)])["over_budget"] if paths else []
 
@@ -394,29 +388,22 @@ RULES = [
     Rule("collective", "at most one default multi-replica MirroredStrategy per kernel", collective_problems),
     Rule("output-noise", "no native start-up noise and no stray results in outputs", stored_output_problems),
     Rule("words", "the prose budgets (tools/wordcount.py)", word_budget_problems, "course"),
-    Rule("learner-path", "the learner's-path budgets (tools/learnerpath.py)", learner_path_problems, "course",
-         fails=LEARNER_PATH_FAILS),
+    Rule("learner-path", "the learner's-path budgets (tools/learnerpath.py)", learner_path_problems, "course"),
     Rule("error-index", "TROUBLESHOOTING.md's messages parse: none empty, none twice", error_index_problems, "course"),
 ]
 
 
-def run(paths: list[Path], rules: list[Rule] = RULES) -> tuple[list[str], list[str]]:
-    """(problems, warnings), each as 'file: rule: message' (or 'course: rule: message')."""
-    problems, warnings = [], []
+def lint(paths: list[Path], rules: list[Rule] = RULES) -> list[str]:
+    """Every problem, as 'file: rule: message' (or 'course: rule: message')."""
+    problems = []
     notebooks = {path: json.loads(path.read_text(encoding="utf-8")) for path in paths}
     for rule in rules:
-        out = problems if rule.fails else warnings
         if rule.scope == "course":
-            out += [f"course: {rule.name}: {m}" for m in rule.check(paths)]
+            problems += [f"course: {rule.name}: {m}" for m in rule.check(paths)]
             continue
         for path, nb in notebooks.items():
-            out += [f"{path.name}: {rule.name}: {m}" for m in rule.check(nb, path)]
-    return problems, warnings
-
-
-def lint(paths: list[Path], rules: list[Rule] = RULES) -> list[str]:
-    """Every problem of the failing rules, as 'file: rule: message' (or 'course: rule: message')."""
-    return run(paths, rules)[0]
+            problems += [f"{path.name}: {rule.name}: {m}" for m in rule.check(nb, path)]
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -426,15 +413,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list:
         for r in RULES:
-            print(f"{r.name:13} {r.why}{'' if r.fails else ' (warns only)'}")
+            print(f"{r.name:13} {r.why}")
         return 0
     rules = [r for r in RULES if not args.rule or r.name in args.rule]
-    problems, warnings = run(sorted(NOTEBOOKS.glob("*.ipynb")), rules)
+    problems = lint(sorted(NOTEBOOKS.glob("*.ipynb")), rules)
     for p in problems:
         print(p)
-    for w in warnings:
-        print("warning:", w)
-    print(f"nblint: {len(rules)} rule(s), {len(problems)} problem(s), {len(warnings)} warning(s)")
+    print(f"nblint: {len(rules)} rule(s), {len(problems)} problem(s)")
     return 1 if problems else 0
 
 
