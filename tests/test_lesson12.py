@@ -230,5 +230,5 @@ def test_setup_without_pytorch_says_how_to_install_it(monkeypatch):
     for name in ("tensorflow", "jax"):          # the keep-out markers setup() adds are removed after the test
         if name not in sys.modules:
             monkeypatch.setitem(sys.modules, name, None)
-    with pytest.raises(ModuleNotFoundError, match=r"pip install -r requirements-torch\.txt"):
+    with pytest.raises(ModuleNotFoundError, match=r"pip install torch --index-url https://download\.pytorch\.org/whl/cpu"):
         torch_backend.setup("local", lambda where, n: "")
