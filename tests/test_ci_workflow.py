@@ -17,7 +17,7 @@ WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 
 def _env() -> dict:
     """This environment without make's own variables (under `make test STACK=hosted` they carry that STACK)."""
-    return {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "STACK")}
 
 
 def _workflow() -> dict:
