@@ -10,6 +10,10 @@
 # status. Everything runs in a PID namespace of its own where unshare allows it: when the script ends, however it
 # ends, the kernel kills whatever is left in it (job steps included), so no daemon is ever left behind.
 #
+# The node also has 2 stand-in GPUs (GRES gpu:2): two character devices like /dev/null that Slurm schedules as
+# GPUs, so --gres=gpu:N and --gpus-per-task set SLURM_GPUS_ON_NODE and CUDA_VISIBLE_DEVICES as on a GPU node
+# (nothing can compute on them). LOCAL_SLURM_GPUS says how many there are: 0 where mknod is refused.
+#
 # Where Slurm cannot start (not root, no packages and no apt, a daemon that exits), it prints one line that
 # starts with "local Slurm:" and says why, and exits 2. It never passes silently.
 set -euo pipefail
@@ -112,7 +116,13 @@ SlurmdParameters=config_overrides
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
 PartitionName=local Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
-export SLURM_CONF=$DIR/slurm.conf LOCAL_SLURM_DIR=$DIR
+GPUS=0   # the stand-in GPUs: Slurm only checks that each File= is a character device
+if mknod "$DIR/gpu0" c 1 3 2>/dev/null && mknod "$DIR/gpu1" c 1 3 2>/dev/null; then
+  GPUS=2
+  sed -i "s/^NodeName=.*State=UNKNOWN$/& Gres=gpu:2/; s/^ProctrackType=/GresTypes=gpu\n&/" "$DIR/slurm.conf"
+  echo "NodeName=$NODE Name=gpu File=$DIR/gpu[0-1]" >"$DIR/gres.conf"
+fi
+export SLURM_CONF=$DIR/slurm.conf LOCAL_SLURM_DIR=$DIR LOCAL_SLURM_GPUS=$GPUS
 
 started() {  # name pid log: fail in one line if the daemon already exited
   kill -0 "$2" 2>/dev/null || die "$1 exited at start: $(grep -v '^\s*$' "$3" 2>/dev/null | tail -n 1)"
@@ -137,7 +147,7 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 [ "$state" = idle ] || die "node $NODE not idle after 30 s (sinfo says '${state:-nothing}'): $(tail -n 1 "$DIR/slurmd.log")"
-echo "local Slurm: node $NODE idle with $CPUS CPU(s), daemons started in $(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $t0 }") s"
+echo "local Slurm: node $NODE idle with $CPUS CPU(s) and $GPUS stand-in GPU(s), daemons started in $(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $t0 }") s"
 
 set +e
 "$@"
