@@ -1,7 +1,7 @@
 """Start a multi-worker job on this machine: one process per worker, each with its ``TF_CONFIG`` (lesson 07).
 
 Why: ``MultiWorkerMirroredStrategy`` needs several processes that find each other through a cluster spec. On a
-cluster a scheduler starts them (:func:`slurm_tf_config`: what Slurm's resolver derives); in a lesson we start
+cluster a scheduler starts them (lesson 07's ``mwms_job.sbatch`` under Slurm); in a lesson we start
 them on 127.0.0.1 with free ports, as :class:`helpers.subproc.Child` processes, killed on error, timeout or exit.
 """
 
@@ -16,7 +16,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
-from unittest import mock
 
 from .checks import int_between, is_int, nonneg_int, nonneg_number, positive_int, positive_number
 from .gpus import visible_gpu_ids
@@ -33,8 +32,6 @@ HOST = "127.0.0.1"
 #: Job names MultiWorkerMirroredStrategy understands ("ps" is for ParameterServerStrategy).
 JOBS = ("chief", "worker", "evaluator", "ps")
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
-#: Slurm variables SlurmClusterResolver reads (plus CUDA_VISIBLE_DEVICES, which it sets).
-SLURM_VARS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE")
 
 
 class ClusterSpecError(ValueError):
@@ -130,32 +127,6 @@ def parse_tf_config(text: str) -> tuple[dict[str, list[str]], str, int]:
     spec = validate_cluster_spec(data["cluster"])
     tf_config(spec, task["type"], task["index"])  # range checks
     return spec, task["type"], task["index"]
-
-
-def slurm_tf_config(slurm_env: Mapping[str, str], gpus_per_node: int, port_base: int = 8888) -> dict:
-    """``{"cluster", "task": {"type", "index"}, "CUDA_VISIBLE_DEVICES"}`` for the task ``SLURM_PROCID`` names.
-
-    Runs TensorFlow's real ``SlurmClusterResolver`` with ``slurm_env`` set for the call (then restored).
-    """
-    missing = [v for v in ("SLURM_PROCID", "SLURM_STEP_NODELIST") if v not in slurm_env]
-    if missing:
-        raise ValueError(f"slurm_env needs {', '.join(missing)} (e.g. SLURM_STEP_NODELIST='node[01-02]')")
-    unknown = [k for k in slurm_env if k not in SLURM_VARS]
-    if unknown:
-        raise ValueError(f"unexpected variable(s) {unknown}; SlurmClusterResolver reads {', '.join(SLURM_VARS)}")
-    positive_int("gpus_per_node", gpus_per_node, why="SlurmClusterResolver hands GPUs to tasks and cannot lay "
-                 "out CPU-only nodes: write TF_CONFIG yourself there")
-    import tensorflow as tf
-
-    with mock.patch.dict(os.environ):  # restored on leaving, CUDA_VISIBLE_DEVICES (which it sets) included
-        for k in SLURM_VARS:
-            os.environ.pop(k, None)
-        os.environ.update({k: str(v) for k, v in slurm_env.items()})
-        resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(port_base=port_base, gpus_per_node=gpus_per_node)
-        spec = resolver.cluster_spec().as_dict()
-        cuda = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    return {"cluster": spec, "task": {"type": resolver.task_type, "index": resolver.task_id},
-            "CUDA_VISIBLE_DEVICES": cuda}
 
 
 def port_is_free(port: int) -> bool:

@@ -412,25 +412,6 @@ def test_pid_alive():
     assert not subproc.pid_alive(p.pid)
 
 
-def test_slurm_tf_config_runs_the_real_resolver(monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "untouched")
-    monkeypatch.delenv("SLURM_PROCID", raising=False)
-    env = {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "n[1-2]",
-           "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
-    cfg = cluster.slurm_tf_config(env, gpus_per_node=2)
-    assert cfg == {"cluster": {"worker": ["n1:8888", "n1:8889", "n2:8888", "n2:8889"]},
-                   "task": {"type": "worker", "index": 2}, "CUDA_VISIBLE_DEVICES": "0"}
-    cluster.tf_config(cfg["cluster"], "worker", 2)  # a valid spec for TF_CONFIG too
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "untouched" and "SLURM_PROCID" not in os.environ
-    assert cluster.slurm_tf_config(dict(env, SLURM_PROCID="1"), 4, port_base=7000)["CUDA_VISIBLE_DEVICES"] == "2,3"
-    with pytest.raises(ValueError, match="SLURM_STEP_NODELIST"):
-        cluster.slurm_tf_config({"SLURM_PROCID": "0"}, 1)
-    with pytest.raises(ValueError, match="unexpected variable"):
-        cluster.slurm_tf_config(dict(env, SLURM_JOB_ID="5"), 1)
-    with pytest.raises(ValueError, match="CPU-only"):
-        cluster.slurm_tf_config(env, 0)
-
-
 def test_ctrl_c_kills_workers(tmp_path):
     """Ctrl-C in the process that called cluster.run: KeyboardInterrupt, and no worker left."""
     pidfile = tmp_path / "pids"
