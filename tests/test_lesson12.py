@@ -51,7 +51,7 @@ def _free_port() -> int:
 
 def test_the_lesson_writes_its_scripts():
     assert set(nblint.written_files(json.loads(NOTEBOOK.read_text()))) == {
-        "common.py", "ddp_train.py", "step_check.py", "kd_train.py", "fit_tf_jax.py"}
+        "common.py", "ddp_train.py", "torch_job.sbatch", "step_check.py", "kd_train.py", "fit_tf_jax.py"}
 
 
 @pytest.mark.slow
