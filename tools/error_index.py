@@ -61,3 +61,13 @@ def produced(message: str, output: str) -> bool:
 def missing(entries: list[Entry], output: str) -> list[Entry]:
     """The entries whose message does not occur in ``output``."""
     return [e for e in entries if not produced(e.message, output)]
+
+
+def section(text: str, title: str) -> str:
+    """The part of an index under its ``## <title>`` heading, up to the next ``## `` heading. ValueError if the
+    index has no such heading, or has it twice."""
+    starts = [m.end() for m in re.finditer(rf"^## {re.escape(title)}[ \t]*$", text, re.M)]
+    if len(starts) != 1:
+        raise ValueError(f"expected one '## {title}' heading, found {len(starts)}")
+    end = re.search(r"^## ", text[starts[0]:], re.M)
+    return text[starts[0]:starts[0] + end.start()] if end else text[starts[0]:]
