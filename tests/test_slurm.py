@@ -1,8 +1,9 @@
-"""tools/slurm/: TF_CONFIG from Slurm's variables, the checks' verdicts, what SlurmClusterResolver and JAX do on
-CPU-only nodes, and (slow, as root with Slurm installed) the whole ``tools/slurm/check.sh`` on a real local Slurm.
+"""tools/slurm/ without a Slurm: lesson 07's tf_config_from_slurm (from the notebook's own cell), what
+SlurmClusterResolver and JAX do outside a Slurm step, the checks' verdicts right and wrong, the check of
+TROUBLESHOOTING.md's Slurm section, and the scripts' one-line refusals.
 
-The fast tests need no Slurm. Messages that TROUBLESHOOTING.md's "Slurm" section indexes are printed, for the
-error index; the ones only a real Slurm gives come from ``check.sh``'s output in the slow test.
+The real jobs run in ``make slurm-check`` (tools/slurm/check.sh), the one place that starts Slurm; it also produces
+every message of TROUBLESHOOTING.md's "Slurm" section, which the pytest error index therefore leaves out.
 """
 
 import importlib.util
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 import pytest
@@ -27,14 +29,8 @@ def load(name: str, path: Path):
     return module
 
 
-tfc = load("slurm_tf_config", SLURM / "jobs" / "slurm_tf_config.py")
 check = load("slurm_check", SLURM / "check.py")
-
-
-def task_env(rank: int, local: int, node: str, nodelist="node[01-02]", per_node="2(x2)", job="4242") -> dict:
-    """The variables srun sets in one task (as the local Slurm's tasks show them)."""
-    return {"SLURM_JOB_ID": job, "SLURM_STEP_NODELIST": nodelist, "SLURM_STEP_TASKS_PER_NODE": per_node,
-            "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local), "SLURMD_NODENAME": node}
+LESSONS = check.lesson_files(ROOT / "notebooks")     # what lessons 07, 08 and 12 write: the jobs check.py submits
 
 
 def expand(nodelist: str) -> list[str]:
@@ -42,11 +38,26 @@ def expand(nodelist: str) -> list[str]:
     return {"node[01-02]": ["node01", "node02"], "vm": ["vm"], "a,b[1-2]": ["a", "b1", "b2"]}[nodelist]
 
 
-# --------------------------------------------------------------------------- tf_config_from_slurm
+def fake_scontrol(cmd, **kw):
+    assert cmd[:3] == ["scontrol", "show", "hostnames"] and kw.get("check"), cmd
+    return subprocess.CompletedProcess(cmd, 0, stdout="\n".join(expand(cmd[3])) + "\n", stderr="")
+
+
+#: Lesson 07's own function (mwms_lib.py's cell), with scontrol answered here.
+tf_config_from_slurm = check.function_from(LESSONS["07"]["mwms_lib.py"], "tf_config_from_slurm", json=json, os=os,
+                                           subprocess=types.SimpleNamespace(run=fake_scontrol))
+
+
+def task_env(rank: int, nodelist="node[01-02]", per_node="2(x2)", job="4242") -> dict:
+    """The variables srun sets in one task that tf_config_from_slurm reads (as the local Slurm's tasks show them)."""
+    return {"SLURM_JOB_ID": job, "SLURM_STEP_NODELIST": nodelist, "SLURM_STEP_TASKS_PER_NODE": per_node,
+            "SLURM_PROCID": str(rank)}
+
+
+# --------------------------------------------------------------------------- lesson 07's tf_config_from_slurm
 
 def test_two_nodes_two_tasks_each_rank_order_and_ports():
-    layout = [(0, 0, "node01"), (1, 1, "node01"), (2, 0, "node02"), (3, 1, "node02")]
-    configs = [json.loads(tfc.tf_config_from_slurm(task_env(*t), hostnames=expand)) for t in layout]
+    configs = [json.loads(tf_config_from_slurm(task_env(rank))) for rank in range(4)]
     port = 12000 + 4242 % 1000 * 16
     workers = [f"node01:{port}", f"node01:{port + 1}", f"node02:{port}", f"node02:{port + 1}"]
     assert all(c["cluster"] == {"worker": workers} for c in configs)          # the same cluster in every task
@@ -54,42 +65,45 @@ def test_two_nodes_two_tasks_each_rank_order_and_ports():
 
 
 def test_one_node_and_uneven_nodes():
-    one = json.loads(tfc.tf_config_from_slurm(task_env(1, 1, "vm", "vm", "2", job="7"), hostnames=expand))
+    one = json.loads(tf_config_from_slurm(task_env(1, "vm", "2", job="7")))
     assert one == {"cluster": {"worker": ["vm:12112", "vm:12113"]}, "task": {"type": "worker", "index": 1}}
-    uneven = json.loads(tfc.tf_config_from_slurm(task_env(3, 1, "b1", "a,b[1-2]", "2,2(x2)", job="1"),
-                                                 hostnames=expand))
+    uneven = json.loads(tf_config_from_slurm(task_env(3, "a,b[1-2]", "2,2(x2)", job="1")))
     assert uneven["cluster"]["worker"] == ["a:12016", "a:12017", "b1:12016", "b1:12017", "b2:12016", "b2:12017"]
     assert uneven["task"]["index"] == 3
 
 
 def test_jobs_get_distinct_ports():
-    ports = {json.loads(tfc.tf_config_from_slurm(task_env(0, 0, "vm", "vm", "2", job=str(j)), hostnames=expand))
-             ["cluster"]["worker"][0] for j in range(1, 40)}
+    ports = {json.loads(tf_config_from_slurm(task_env(0, "vm", "2", job=str(j))))["cluster"]["worker"][0]
+             for j in range(1, 40)}
     assert len(ports) == 39
 
 
-def test_a_cyclic_distribution_is_refused():
-    # --distribution=cyclic puts rank 1 on the second node: rank order no longer matches the block layout
-    with pytest.raises(RuntimeError, match="use srun's default --distribution=block"):
-        tfc.tf_config_from_slurm(task_env(1, 0, "node02"), hostnames=expand)
+def test_without_srun_the_step_variables_are_missing():
+    batch_script = {k: v for k, v in task_env(0, "vm", "2").items() if not k.startswith("SLURM_STEP_")}
+    with pytest.raises(KeyError, match="SLURM_STEP_NODELIST"):
+        tf_config_from_slurm(batch_script)
 
 
-def test_without_srun_it_says_so(capsys):
-    batch_step = {k: v for k, v in task_env(0, 0, "vm", "vm", "2").items() if not k.startswith("SLURM_STEP_")}
-    with pytest.raises(RuntimeError) as caught:
-        tfc.tf_config_from_slurm(batch_step, hostnames=expand)
-    print(f"RuntimeError: {caught.value}")   # TROUBLESHOOTING.md indexes it
-    assert "SLURM_STEP_NODELIST is not set: start every task with srun" in capsys.readouterr().out
-    print(f"RuntimeError: {caught.value}")   # again, after the capture was read: the error index collects it
+def test_the_lessons_write_what_the_checks_submit(tmp_path):
+    assert all(set(check.LESSONS[n]) <= set(files) for n, files in LESSONS.items())
+    assert "srun --kill-on-bad-exit=1 " in LESSONS["07"]["mwms_job.sbatch"]   # the failure checks remove these
+    assert "unset TF_CONFIG" in LESSONS["07"]["mwms_job.sbatch"]
+    script = tmp_path / "job.sbatch"
+    script.write_text("#!/bin/bash\nsrun python w.py\n")
+    with pytest.raises(check.CheckFailed, match="no longer has 'unset TF_CONFIG'"):
+        check.edited(script, "unset TF_CONFIG", ":", "copy.sbatch")
+    (tmp_path / "07_x.ipynb").write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    with pytest.raises(check.CheckFailed, match="07_x.ipynb writes no mwms_job.sbatch"):
+        check.lesson_files(tmp_path)
 
 
 # --------------------------------------------------------------------------- TensorFlow's and JAX's own Slurm paths
 
-def test_slurm_cluster_resolver_on_a_cpu_only_node(monkeypatch, tmp_path, capsys):
+def test_slurm_cluster_resolver_on_a_cpu_only_node(monkeypatch, tmp_path):
     """The resolver assumes GPUs: without one it asks nvidia-smi, and with gpus_per_node=0 it divides by zero."""
     import tensorflow as tf
 
-    for k, v in {**task_env(0, 0, "vm", "vm", "2"), "SLURM_STEP_NUM_TASKS": "2"}.items():
+    for k, v in {**task_env(0, "vm", "2"), "SLURM_STEP_NUM_TASKS": "2"}.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))                     # a CPU node: no nvidia-smi
@@ -101,13 +115,10 @@ def test_slurm_cluster_resolver_on_a_cpu_only_node(monkeypatch, tmp_path, capsys
     monkeypatch.delenv("SLURM_STEP_NUM_TASKS")                    # the batch script itself, not an srun task
     with pytest.raises(RuntimeError) as no_step:
         resolver(gpus_per_node=2)
-    messages = [f"{c.type.__name__}: {c.value}" for c in (no_smi, zero, no_step)]
-    print("\n".join(messages))
-    assert messages == ["FileNotFoundError: [Errno 2] No such file or directory: 'nvidia-smi'",
-                        "ValueError: range() arg 3 must not be zero",
-                        "RuntimeError: SLURM_STEP_NUM_TASKS not found in environment. Not running inside a SLURM step?"]
-    capsys.readouterr()
-    print("\n".join(messages))                                    # for the error index
+    assert [f"{c.type.__name__}: {c.value}" for c in (no_smi, zero, no_step)] == [
+        "FileNotFoundError: [Errno 2] No such file or directory: 'nvidia-smi'",
+        "ValueError: range() arg 3 must not be zero",
+        "RuntimeError: SLURM_STEP_NUM_TASKS not found in environment. Not running inside a SLURM step?"]
 
 
 def test_keras_distribution_initialize_outside_a_slurm_step():
@@ -118,46 +129,45 @@ def test_keras_distribution_initialize_outside_a_slurm_step():
     done = subprocess.run([sys.executable, "-c", "import keras; keras.distribution.initialize()"], env=env,
                           capture_output=True, text=True, timeout=120)
     last = done.stderr.strip().splitlines()[-1]
-    print(last)                                                   # TROUBLESHOOTING.md indexes it
     assert done.returncode == 1 and last == "ValueError: coordinator_address should be defined."
 
 
 # --------------------------------------------------------------------------- the checks' verdicts
 
-def epochs(shares=((0.4, 0.3), (0.2, 0.1)), weights=("a1", "a2"), pid=1):
-    """Two tasks' history rows: per epoch the all-reduced loss (the sum of the shares), shares and weights."""
+def epochs(shares=((0.4, 0.3), (0.2, 0.1)), checksums=(11.5, 12.5), pid=1):
+    """Two tasks' history rows: per epoch the all-reduced loss (the sum of the shares), shares and checksum."""
     rows = {f"worker-{i}": [] for i in range(2)}
-    for e, (pair, w) in enumerate(zip(shares, weights), start=1):
+    for e, (pair, c) in enumerate(zip(shares, checksums), start=1):
         for i, share in enumerate(pair):
-            rows[f"worker-{i}"].append(dict(epoch=e, loss=sum(pair), own_share=share, weights=w, pid=pid))
+            rows[f"worker-{i}"].append(dict(epoch=e, loss=sum(pair), own_share=share, checksum=c, pid=pid))
     return rows
 
 
-RESULTS = {f"worker-{i}": {"workers": 2, "replicas": 2, "resumed_after": 0, "weights": "a2"} for i in range(2)}
-SOLO = {"worker-0": {"workers": 1, "replicas": 1, "resumed_after": 0, "weights": "s2"}}
+SOLO = {"worker-0": [dict(epoch=e, loss=1.0, own_share=1.0, checksum=c, pid=3) for e, c in ((1, 11.0), (2, 12.0))]}
 
 
 def test_trained_together_right():
-    assert check.trained_together(epochs(), RESULTS, SOLO).startswith("2 tasks, 2 epochs, the same weights")
+    assert check.trained_together(epochs(), SOLO).startswith("2 tasks, 2 epochs, the same weights")
 
 
-@pytest.mark.parametrize("history, results, solo, words", [
-    (epochs(), {"worker-0": RESULTS["worker-0"]}, SOLO, "did not form one cluster"),
-    (epochs(), {k: dict(v, workers=1) for k, v in RESULTS.items()}, SOLO, "trained alone"),
-    ({"worker-0": epochs()["worker-0"], "worker-1": [dict(r, weights="b") for r in epochs()["worker-1"]]},
-     RESULTS, SOLO, "different weights or losses"),
-    (epochs(shares=((0.35, 0.35), (0.2, 0.1))), RESULTS, SOLO, "they saw the same data"),
+@pytest.mark.parametrize("history, solo, words", [
+    ({"worker-0": epochs()["worker-0"]}, SOLO, "did not form one cluster"),
+    ({}, SOLO, "got none"),
+    ({"worker-0": epochs()["worker-0"], "worker-1": epochs()["worker-1"][:1]}, SOLO, "different or repeated epochs"),
+    ({"worker-0": epochs()["worker-0"], "worker-1": [dict(r, checksum=9.0) for r in epochs()["worker-1"]]},
+     SOLO, "different weights or losses"),
+    (epochs(shares=((0.35, 0.35), (0.2, 0.1))), SOLO, "they saw the same data"),
     ({"worker-0": epochs()["worker-0"], "worker-1": [dict(r, own_share=0.9) for r in epochs()["worker-1"]]},
-     RESULTS, SOLO, "do not add up"),
-    (epochs(), RESULTS, {"worker-0": dict(SOLO["worker-0"], weights="a2")}, "the weights of the 1-task job"),
+     SOLO, "do not add up"),
+    (epochs(), {"worker-0": [dict(r, checksum=12.5) for r in SOLO["worker-0"]]}, "the weights of the 1-task job"),
 ])
-def test_trained_together_catches(history, results, solo, words):
+def test_trained_together_catches(history, solo, words):
     with pytest.raises(check.CheckFailed, match=words):
-        check.trained_together(history, results, solo)
+        check.trained_together(history, solo)
 
 
 def chief(pids=(1, 2, 2), resumed_after=1):
-    rows = [dict(epoch=e, loss=1.0 / e, weights=f"w{e}", pid=p) for e, p in enumerate(pids, start=1)]
+    rows = [dict(epoch=e, loss=1.0 / e, checksum=10.0 + e, pid=p) for e, p in enumerate(pids, start=1)]
     return rows, {"resumed_after": resumed_after}
 
 
@@ -174,7 +184,7 @@ def test_resumed_right_and_wrong():
     with pytest.raises(check.CheckFailed, match="two different jobs"):
         check.resumed(*chief(pids=(1, 1, 1)), 1, reference)
     with pytest.raises(check.CheckFailed, match="differ from the uninterrupted job's"):
-        check.resumed(*chief(), 1, [dict(r, weights="other") for r in reference])
+        check.resumed(*chief(), 1, [dict(r, checksum=0.0) for r in reference])
 
 
 def test_same_result_right_and_wrong():
@@ -187,23 +197,69 @@ def test_same_result_right_and_wrong():
         check.same_result([], two)
     with pytest.raises(check.CheckFailed, match="losses differ"):
         check.same_result(two, [dict(r, loss=[2.0, 1.4]) for r in two])
+    ranks = [{"rank": i, "loss": [2.0]} for i in range(2)]            # ddp_train.py's reports: no job size
+    assert check.same_result(ranks, ranks, rank="rank", count=None).startswith("2 processes")
+    with pytest.raises(check.CheckFailed, match="by hand: processes \\[0\\]"):
+        check.same_result(ranks, ranks[:1], rank="rank", count=None)
 
 
-def test_reports_and_lines_matching():
-    text = 'noise\n{"rank": 0, "world": 2}{"rank": 1, "world": 2}\nsrun: error: vm: task 1: Exited with exit code 1\n'
-    assert check.reports(text, "rank") == [{"rank": 0, "world": 2}, {"rank": 1, "world": 2}]
+def test_lines_matching():
+    text = 'noise\nsrun: error: vm: task 1: Exited with exit code 1\n'
     assert check.lines_matching(text, r"task 1: Exited") == ["srun: error: vm: task 1: Exited with exit code 1"]
     with pytest.raises(check.CheckFailed, match="expected messages not found"):
         check.lines_matching(text, r"Could not start gRPC server")
 
+
+# --------------------------------------------------------------------------- TROUBLESHOOTING.md's Slurm section
+
+INDEX = """# Index
+## Devices
+### One
+**Message:**
+```
+ValueError: not Slurm's
+```
+## Slurm
+### Two
+**Message:**
+```
+srun: error: ...: task 1: Exited with exit code 1
+```
+**Message:**
+```
+KeyError: 'SLURM_STEP_NODELIST'
+```
+## Setup problems
+"""
+
+
+def test_section_and_unproduced():
+    import error_index
+
+    assert [e.message for e in error_index.parse(error_index.section(INDEX, "Slurm"))] == [
+        "srun: error: ...: task 1: Exited with exit code 1", "KeyError: 'SLURM_STEP_NODELIST'"]
+    with pytest.raises(ValueError, match="expected one '## Nothing' heading, found 0"):
+        error_index.section(INDEX, "Nothing")
+    quoted = "srun: error: vm: task 1: Exited with exit code 1\nKeyError: 'SLURM_STEP_NODELIST'"
+    assert check.unproduced(INDEX, quoted) == []                         # "ValueError: not Slurm's" is not asked
+    assert [e.message for e in check.unproduced(INDEX, quoted.splitlines()[0])] == ["KeyError: 'SLURM_STEP_NODELIST'"]
+    assert len(check.unproduced(INDEX, "")) == 2
+
+
+def test_the_real_index_has_a_slurm_section():
+    import error_index
+
+    entries = error_index.parse(error_index.section((ROOT / "TROUBLESHOOTING.md").read_text(), "Slurm"))
+    assert len(entries) >= 10 and all(e.heading for e in entries)
+
+
+# --------------------------------------------------------------------------- the scripts
 
 def test_check_py_needs_a_local_slurm(monkeypatch, capsys):
     monkeypatch.delenv("SLURM_CONF", raising=False)
     assert check.main([]) == 2
     assert "run tools/slurm/check.sh" in capsys.readouterr().out
 
-
-# --------------------------------------------------------------------------- the scripts
 
 def test_local_slurm_without_root_says_why_in_one_line():
     with tempfile.TemporaryDirectory() as folder:                 # a copy that user nobody may run, wherever
@@ -226,16 +282,8 @@ def test_check_sh_without_the_frameworks_says_why_in_one_line():
     assert done.stderr.startswith("slurm check: /bin/false cannot import keras, tensorflow, jax and sklearn")
 
 
-@pytest.mark.slow
-def test_check_sh_on_a_real_local_slurm():
-    """The whole check (minutes): as root, with Debian's slurm-wlm and munge installed (make slurm-check installs them)."""
-    if os.geteuid() != 0:
-        pytest.skip("tools/slurm/check.sh needs root (it starts munged, slurmctld and slurmd)")
-    missing = [t for t in ("munged", "slurmctld", "slurmd", "sbatch", "srun") if shutil.which(t) is None]
-    if missing:
-        pytest.skip(f"Slurm is not installed here ({', '.join(missing)} missing): make slurm-check installs it")
-    done = subprocess.run([str(SLURM / "check.sh")], env={**os.environ, "PYTHON": sys.executable},
-                          capture_output=True, text=True, timeout=1800)
-    print(done.stdout + done.stderr)                             # every check's verdict and quoted messages
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "slurm check: 10 ok, 0 failed" in done.stdout
+def test_the_job_scripts_take_the_routes_the_lessons_teach():
+    assert "srun --kill-on-bad-exit=1 python mwms_train.py" in LESSONS["07"]["mwms_job.sbatch"]
+    assert "srun --kill-on-bad-exit=1 python jax_worker.py" in LESSONS["08"]["jax_job.sbatch"]
+    assert "kd.initialize()\n" in LESSONS["08"]["jax_worker.py"]          # no arguments under srun
+    assert "srun torchrun" in LESSONS["12"]["torch_job.sbatch"]          # PyTorch's form: srun starts torchrun
