@@ -483,7 +483,8 @@ class Checks:
         raise CheckFailed("a 1-task job passed the together check")
 
     def fail_no_srun(self):
-        """The batch script runs the workers itself, without srun: one process, outside any job step."""
+        """The batch script runs the workers itself, without srun: one process, outside any job step. Then the JAX
+        worker outside any Slurm job, where every JAX version finds no coordinator."""
         data, logs = self.jax_data("jax-no-srun"), {k: self.w / f"no-srun-{k}.log" for k in ("tf", "jax", "resolver")}
         script = self.w / "no_srun.sbatch"
         script.write_text(
@@ -494,10 +495,15 @@ class Checks:
         job = self.s.sbatch(script, env=self.jax_env())
         step, _ = self.caught(job, self.s.wait(job))
         text = {k: p.read_text() if p.exists() else "" for k, p in logs.items()}
+        outside = run([self.s.env["PYTHON"], self.jax / "jax_worker.py", data, BATCH, EPOCHS, SEED], timeout=TIMEOUT,
+                      env={**self.s.env, **self.jax_env(), "KERAS_BACKEND": "jax"})   # no SLURM_JOB_ID: no job
+        if outside.returncode == 0:
+            raise CheckFailed("jax_worker.py outside any Slurm job and without TF_CONFIG ran")
         return step, [*lines_matching(text["tf"], r"KeyError: 'SLURM_STEP_NODELIST'"),
                       *lines_matching(text["jax"],       # JAX 0.10 finds no Slurm step; JAX 0.7 looks for its node list
                                       r"ValueError: coordinator_address should be defined|KeyError: 'SLURM_STEP_NODELIST'"),
-                      *lines_matching(text["resolver"], r"RuntimeError: SLURM_STEP_NUM_TASKS not found")]
+                      *lines_matching(text["resolver"], r"RuntimeError: SLURM_STEP_NUM_TASKS not found"),
+                      *lines_matching(outside.stderr, r"ValueError: coordinator_address should be defined")]
 
     def fail_resolver_cpu_node(self):
         """TensorFlow's SlurmClusterResolver in a real srun task on a node without GPUs (no nvidia-smi on the PATH),
