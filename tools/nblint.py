@@ -128,9 +128,11 @@ TAUGHT_CALLS = {
            "strategy.extended.worker_devices", "compute_capability"],
     "07": ["%%writefile", "tf.distribute.MultiWorkerMirroredStrategy(", "TF_CONFIG", "strategy.run(",
            "tf.GradientTape()", "tf.nn.compute_average_loss(", "tf.train.CheckpointManager(",
-           "TFConfigClusterResolver(", "NCCL_DEBUG", "epochs_done"],
+           "TFConfigClusterResolver(", "NCCL_DEBUG", "epochs_done", "SlurmClusterResolver(",
+           "srun --kill-on-bad-exit=1"],
     "08": ["set_distribution(None)", "DataParallel(", "ModelParallel(", "DeviceMesh(",
-           "LayoutMap(", "layout_map[", ".sharding", "addressable_shards", "kd.initialize(", "jax.process_index()"],
+           "LayoutMap(", "layout_map[", ".sharding", "addressable_shards", "kd.initialize(", "jax.process_index()",
+           "kd.initialize()\n", "srun --kill-on-bad-exit=1"],
     "09": ["strategy.experimental_local_results(", "tf.distribute.get_replica_context(", "strategy.reduce(",
            "tf.clip_by_global_norm(", "distribute_datasets_from_function("],
     "10": ["jax.jit(", ".memory_analysis()", "jax.profiler.trace(", "gradient_accumulation_steps=",
@@ -140,7 +142,7 @@ TAUGHT_CALLS = {
            "set_distribution(None)", "from_preset("],
     "12": ["torch.distributed.run", "init_process_group(", "DistributedDataParallel(", "DistributedSampler(",
            ".set_epoch(", "torch.cuda.set_device(", "with keras.device(", "dist.all_reduce(", "kd.DataParallel(",
-           "tf.distribute.MirroredStrategy(", "%%writefile"],
+           "tf.distribute.MirroredStrategy(", "%%writefile", "srun torchrun"],
 }
 
 
