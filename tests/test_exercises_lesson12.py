@@ -54,6 +54,12 @@ def no_step(ddp_model, optimizer, loss_fn, x, y):
     loss_fn(y, ddp_model(x))
 
 
+def raises(ddp_model, optimizer, loss_fn, x, y):                  # a typo: the ranks fail, the checker says why
+    optimizer.zero_grad()
+    loss_fn(y, ddp_model(x)).backward()
+    optimizer.stpe()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("answer, ok, words", [
     (keras_loss_as_it_is, True, "one process's step on the global batch of 32, twice"),
@@ -62,6 +68,7 @@ def no_step(ddp_model, optimizer, loss_fn, x, y):
     (around_ddp, False, "the two ranks' weights differ after a step: call the model DDP wrapped"),
     (gradients_kept, False, "the first step is right, the second is not"),
     (no_step, False, "the weights did not change"),
+    (raises, False, "your function raised, in rank 0: AttributeError: 'SGD' object has no attribute 'stpe'"),
 ])
 def test_12_1_on_two_ranks(answer, ok, words):
     got, text = _verdict("12.1", answer)

@@ -232,3 +232,19 @@ def test_setup_without_pytorch_says_how_to_install_it(monkeypatch):
             monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(ModuleNotFoundError, match=r"pip install torch --index-url https://download\.pytorch\.org/whl/cpu"):
         torch_backend.setup("local", lambda where, n: "")
+
+
+def test_every_rank_waits_for_the_others_before_it_leaves():
+    """A gloo rank that destroys its process group while another still works can abort at teardown
+    (``terminate called without an active exception``, SIGABRT; 3 of 12 runs of the exercise worker under load
+    before the barrier went in): every script of the lesson, its Copy box and the exercises' worker wait first."""
+    nb = json.loads(NOTEBOOK.read_text())
+    sources = {**nblint.written_files(nb), "copy box": nblint.box_code(nblint.copy_boxes(nb)[0][1]),
+               "exercise12_worker.py": (ROOT / "helpers" / "scripts" / "exercise12_worker.py").read_text()}
+    leaving = {name: text for name, text in sources.items() if "destroy_process_group()" in text}
+    assert {"ddp_train.py", "step_check.py", "copy box", "exercise12_worker.py"} <= set(leaving)
+    for name, text in leaving.items():
+        lines = [line.strip() for line in text.splitlines()]
+        for i, line in enumerate(lines):
+            if line.startswith("dist.destroy_process_group()"):
+                assert lines[i - 1].startswith("dist.barrier()"), f"{name}: no dist.barrier() before line {i + 1}"

@@ -40,7 +40,10 @@ def _run_answer(fn, mode: str) -> tuple[bool, object]:
         except subprocess.TimeoutExpired:
             return False, f"the two ranks did not finish within {TIMEOUT} s: does every rank take the same steps?"
         if run.returncode != 0:
-            return False, f"your function failed in the ranks: {subproc.error_summary(run.stderr) or run.returncode}"
+            raised = sorted(work.glob("error-*.txt"))
+            if raised:
+                return False, f"your function raised, in rank {raised[0].stem[6:]}: {raised[0].read_text()[:300]}"
+            return False, f"the ranks failed: {subproc.error_summary(run.stderr) or run.returncode}"
         return True, [json.loads((work / f"out-{rank}.json").read_text()) for rank in (0, 1)]
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -42,6 +42,15 @@ class Logged(torch.utils.data.Dataset):   # remembers which rows this rank read,
         return self.x[i], self.y[i]
 
 
+def run_answer(*args):          # the learner's function; what it raises is kept for the checker's message
+    try:
+        ANSWER(*args)
+    except Exception as e:
+        with open(f"error-{dist.get_rank()}.txt", "w") as f:
+            f.write(f"{type(e).__name__}: {e}")
+        raise
+
+
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 rng = np.random.default_rng(0)
@@ -58,7 +67,7 @@ with keras.device("cpu"):
         sgd = torch.optim.SGD(ref.parameters(), lr=LR)
         for s in range(STEPS):
             rows = slice(s * GLOBAL, (s + 1) * GLOBAL)
-            ANSWER(ddp, optimizer, loss_fn, x[rows][rank::world], y[rows][rank::world])
+            run_answer(ddp, optimizer, loss_fn, x[rows][rank::world], y[rows][rank::world])
             sgd.zero_grad()
             loss_fn(y[rows], ref(x[rows])).backward()      # the whole global batch
             sgd.step()
@@ -69,8 +78,9 @@ with keras.device("cpu"):
         loader = DataLoader(data, batch_size=GLOBAL // world, sampler=DistributedSampler(data, seed=0))
         mine = f"rank{rank}"                        # a folder per rank, to see who writes
         os.makedirs(mine, exist_ok=True)
-        ANSWER(ddp, loader, optimizer, loss_fn, STEPS, mine)
+        run_answer(ddp, loader, optimizer, loss_fn, STEPS, mine)
         out.update(read=data.read, per_epoch=len(data) // world, files=sorted(os.listdir(mine)), after=flat(model))
 with open(f"out-{rank}.json", "w") as f:      # in the working folder, the checker's
     json.dump(out, f)
+dist.barrier()                                 # both ranks done before either tears gloo down
 dist.destroy_process_group()
