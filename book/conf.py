@@ -25,8 +25,10 @@ nb_execution_mode = "off"
 nb_output_stderr = "show"          # stderr stays visible: the browser test fails on native noise there
 myst_enable_extensions = ["colon_fence"]
 myst_heading_anchors = 4           # links like TROUBLESHOOTING.md#some-heading resolve (GitHub-style slugs)
-# The error index and the README quote headings and HTML comments that are fine as they are.
-suppress_warnings = ["myst.header"]
+# The error index and the README quote headings and HTML comments that are fine as they are. A notebook's cells
+# are all lexed as Python, so a %%writefile cell that writes a Slurm job script (bash: `$((...))`) fails the
+# Python lexer; Sphinx then shows it without colours, which is right for bash.
+suppress_warnings = ["myst.header", "misc.highlighting_failure"]
 
 html_theme = "sphinx_book_theme"
 html_title = project

@@ -130,6 +130,21 @@ def test_a_jax_lesson_is_labelled_with_its_jax_devices():
     assert book.devices_phrase("2 JAX devices -> ['cuda:0', 'cuda:1']") == "2 JAX GPU devices"
 
 
+def test_the_pytorch_lesson_is_labelled_with_its_processes():
+    """Lesson 12's Setup prints its torchrun job ("a job here: ...") and PyTorch's version, not replicas."""
+    nb = _executed("notebooks/12_pytorch_backend_across_devices.ipynb")
+    nb["cells"][3]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": [
+        "stack: python 3.11.7 | tensorflow 2.21.0 | keras 3.15.1 | jax 0.10.2 | numpy 2.4.6 (inside the supported "
+        "range)\n", "PyTorch 2.13.0+cpu | Keras backend: torch | mode: quick (set MULTIGPU_MODE=full to train for "
+        "real) | running on: local\n",
+        "a job here: 2 processes, on the CPU (fewer than 2 GPUs), gloo between them -> ['cpu', 'cpu']\n"]}]
+    box = book.label_lesson(nb)["cells"][1]["source"]
+    assert box.startswith("```{admonition} Ran on 2 CPU processes (gloo), PyTorch 2.13.0+cpu, Keras 3.15.1\n"), box
+    assert "Keras backend torch" in box
+    assert book.devices_phrase("2 processes, one per GPU, nccl between them -> ['cuda:0', 'cuda:1']") == \
+        "2 GPU processes (nccl)"
+
+
 def test_a_lesson_that_was_not_executed_cannot_be_labelled():
     with pytest.raises(ValueError, match="no stack and no replicas line"):
         book.ran_on(json.loads((ROOT / LESSONS_ON_DISK[0]).read_text()))   # stored without outputs

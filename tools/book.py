@@ -14,7 +14,7 @@ What ``prepare`` writes into the source tree (it mirrors the repository's layout
 - ``quickstart/train_2gpus.md``: README's "2 GPUs in 5 minutes" section (the script's bytes; tests/test_quickstart.py);
 - ``TROUBLESHOOTING.md`` (the error index) and ``docs/workshop.md`` (the instructor's guide);
 - ``notebooks/NN_*.ipynb``: every executed lesson, with a "Ran on" label under its title, read from its own Setup
-  output (stack line, replicas line, mode), so no CPU figure is taken for a GPU one.
+  output (stack line, replicas line or lesson 12's job line, mode), so no CPU figure is taken for a GPU one.
 Links to repository files that are not pages (a helper module, a folder) become links to the code host
 (tools/links.py holds the URL); links between pages stay relative.
 
@@ -156,7 +156,8 @@ def _text(output: dict) -> str:
 def ran_on(nb: dict) -> dict[str, str]:
     """What a lesson ran on, read from its Setup output: ``stack``, ``replicas``, ``backend``, ``mode``.
 
-    Raises ValueError when the executed copy has no stack line or no replicas line (every Setup prints both).
+    Raises ValueError when the executed copy has no stack line or no replicas line (every Setup prints both;
+    lesson 12 prints its job line for the replicas).
     """
     found: dict[str, str] = {}
     for cell in nb.get("cells", []):
@@ -166,12 +167,15 @@ def ran_on(nb: dict) -> dict[str, str]:
             for line in _text(out).splitlines():
                 if line.startswith("stack: ") and "stack" not in found:
                     found["stack"] = line[len("stack: "):].split(" (inside")[0].strip()
-                elif line.startswith("replicas: ") and "replicas" not in found:
-                    found["replicas"] = line[len("replicas: "):].strip()
-                elif line.startswith("Keras backend: ") and "backend" not in found:
-                    m = re.match(r"Keras backend: (\w+) \| mode: (\w+)", line)
+                elif line.startswith(("replicas: ", "a job here: ")) and "replicas" not in found:
+                    found["replicas"] = line.partition(": ")[2].strip()     # PyTorch's lesson: its processes
+                elif "Keras backend: " in line and "backend" not in found:
+                    m = re.search(r"Keras backend: (\w+) \| mode: (\w+)", line)
                     if m:
                         found["backend"], found["mode"] = m.group(1), m.group(2)
+                    torch = re.match(r"PyTorch (\S+) \| ", line)
+                    if torch:
+                        found["torch"] = torch.group(1)
         if {"stack", "replicas", "backend"} <= set(found):
             break
     missing = [k for k in ("stack", "replicas") if k not in found]
@@ -189,8 +193,12 @@ _KINDS = {"CPU split into logical CPUs": "logical CPUs", "GPU 0 split into logic
 
 def devices_phrase(replicas: str) -> str:
     """What the replicas line says, short: ``"2 (CPU split into logical CPUs) -> [...]"`` -> ``"2 logical CPUs"``;
-    ``"4 JAX devices -> ['CpuDevice(id=0)', ...]"`` -> ``"4 JAX CPU devices"``."""
+    ``"4 JAX devices -> ['CpuDevice(id=0)', ...]"`` -> ``"4 JAX CPU devices"``; lesson 12's job line
+    ``"2 processes, one per GPU, nccl between them -> [...]"`` -> ``"2 GPU processes (nccl)"``."""
     head, _, names = replicas.partition(" -> ")
+    m = re.match(r"^(\d+) processes, (on the CPU|one per GPU)\b.*?\b(gloo|nccl) between them$", head.strip())
+    if m:                                             # lesson 12's torchrun job (helpers.torch_backend.setup)
+        return f"{m.group(1)} {'CPU' if 'CPU' in m.group(2) else 'GPU'} processes ({m.group(3)})"
     m = re.match(r"^(\d+) \((.+)\)$", head.strip())
     if m:
         return f"{m.group(1)} {_KINDS.get(m.group(2), m.group(2))}"
@@ -208,6 +216,8 @@ def ran_on_markdown(info: dict[str, str]) -> str:
     for item in info["stack"].split(" | "):
         name, _, version = item.partition(" ")
         stack[name] = f"{_NAMES.get(name, name)} {version}"
+    if "torch" in info:
+        stack["torch"] = f"PyTorch {info['torch']}"
     backend = info.get("backend", "tensorflow")
     short = [stack[k] for k in (backend, "keras") if k in stack]
     return (f"```{{admonition}} Ran on {', '.join([devices_phrase(info['replicas'])] + short)}\n"
