@@ -107,7 +107,9 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 	@if [ ! -x $(PY) ] && [ -z "$(PYTHON)" ]; then \
 	  echo "STACK=$(STACK) needs Python $(PY_VERSION): none found (tried pyenv's $(PY_VERSION).x and python$(PY_VERSION) on PATH)." \
 	       "Install it (e.g. 'pyenv install $(PY_VERSION)') or pass PYTHON=/path/to/python$(PY_VERSION); nothing was installed."; exit 1; fi
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@# A venv whose creation was stopped has a python but no pip: make it again instead of failing on it forever.
+	@$(PY) -m pip --version >/dev/null 2>&1 || { [ ! -e $(VENV) ] || echo "$(VENV) is incomplete (a stopped install?): making it again"; \
+	  $(PYTHON) -m venv --clear $(VENV); }
 	@# uv installs the same pins faster than pip; it comes from the package registry into the venv itself (or from
 	@# PATH). Without it, pip does the same job, slower. --compile-bytecode: pip writes .pyc files at install, uv
 	@# does not by default, and where PYTHONDONTWRITEBYTECODE is set every process would compile TensorFlow's
@@ -145,7 +147,7 @@ LINT_PYTHON ?= python3
 RUFF_PIN := ruff==$(shell sed -n 's/^ruff==//p' requirements.txt)
 
 $(LINT_VENV)/.installed: requirements.txt
-	@test -x $(LINT_VENV)/bin/python || $(LINT_PYTHON) -m venv $(LINT_VENV)
+	@$(LINT_VENV)/bin/python -m pip --version >/dev/null 2>&1 || $(LINT_PYTHON) -m venv --clear $(LINT_VENV)
 	$(LINT_VENV)/bin/python -m pip install -q --disable-pip-version-check $(RUFF_PIN)
 	@touch $@
 
@@ -265,7 +267,7 @@ BOOK_EXECUTED := $(patsubst notebooks/%,$(BOOK_DIR)/executed/%,$(BOOK_NOTEBOOKS)
 BOOK_TEST_OUT ?= _output/book-test
 
 $(BOOK_STAMP): requirements-book.txt
-	@test -x $(BOOK_PY) || $(BOOK_PYTHON) -m venv $(BOOK_VENV)
+	@$(BOOK_PY) -m pip --version >/dev/null 2>&1 || $(BOOK_PYTHON) -m venv --clear $(BOOK_VENV)
 	@# uv when there is one (on PATH, or the one `make install` put into $(VENV)); pip otherwise, as for $(VENV).
 	@uv=$$(command -v uv || { [ -x $(VENV)/bin/uv ] && echo $(VENV)/bin/uv; } || true); [ "$(INSTALLER)" = pip ] && uv=; \
 	if [ -n "$$uv" ]; then echo "installing requirements-book.txt with uv ($$uv)"; \
