@@ -91,6 +91,8 @@ def test_lesson_05s_copy_box_keeps_the_best_model_after_a_restart(tmp_path):
     log = second.log()
     resumed = [float(v) for v in re.findall(r"val_accuracy: ([0-9.]+)", log)]
     assert log.split("Epoch ")[1].startswith("2/") and resumed, log              # it resumed after epoch 1
-    assert max(resumed) < before - 0.05, (resumed, before)                       # every resumed epoch was worse
+    # Every resumed epoch was worse by one validation row (of 297) or more, so an overwritten best.keras would
+    # score lower than before: the zeroed model guesses one class (about 0.10), epoch 1 scores 0.12-0.36.
+    assert max(resumed) < before - 0.003, (resumed, before)
     assert _score(job / "best.keras") == before, log                             # and best.keras kept the best
     assert "OK: best.keras reloads" in log
