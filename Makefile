@@ -19,8 +19,9 @@ ifeq ($(STACK),pinned)
   PY_VERSION := 3.11
   VENV ?= .venv
   REQUIREMENTS := requirements.txt
+  LOCK := requirements.lock
   TORCH_REQUIREMENTS := requirements-torch.txt
-  HELPERS_INSTALL := --no-deps -e .
+  HELPERS_INSTALL := --no-deps --no-build-isolation -e .
   NB_RUN_ENV := NB_EXECUTED_DIR=$(BOOK_DIR)/executed
   # make test runs each cell twice here (the plain run plus each cell's second run, in one pass).
   TEST_RERUN := each
@@ -28,10 +29,11 @@ else ifeq ($(STACK),hosted)
   PY_VERSION := 3.13
   VENV ?= .venv-hosted
   REQUIREMENTS := requirements-hosted.txt
+  LOCK := requirements-hosted.lock
   TORCH_REQUIREMENTS := requirements-torch-hosted.txt
-  HELPERS_INSTALL := --no-deps --force-reinstall .
+  HELPERS_INSTALL := --no-deps --no-build-isolation --force-reinstall .
   # A non-editable install is a snapshot: refresh it before every run so tests see the working tree.
-  REFRESH_HELPERS := $(VENV)/bin/python -m pip install -q --no-deps --force-reinstall . && rm -rf build
+  REFRESH_HELPERS := $(VENV)/bin/python -m pip install -q --no-deps --no-build-isolation --force-reinstall . && rm -rf build
   # The JAX lessons on Kaggle's T4 x2 count, 2 devices (the pinned stack runs them on 4): Kaggle's versions and
   # Kaggle's device count together, and each lesson still runs once per stack.
   NB_RUN_ENV := NB_KERNEL_ENV=MULTIGPU_JAX_DEVICES=2
@@ -46,6 +48,11 @@ else
 endif
 PYTHON ?= $(call find_python,$(PY_VERSION))
 PY     := $(VENV)/bin/python
+# The pinned and hosted stacks install their lock (`make lock` writes it from the requirements file): every package,
+# dependencies included, at one version with its hashes, refused if a downloaded file differs (--require-hashes).
+# The latest stack has lower bounds on purpose (it looks for drift), so it installs its requirements file.
+INSTALL_FROM := $(or $(LOCK),$(REQUIREMENTS))
+HASHES := $(if $(LOCK),--require-hashes)
 STAMP  := $(VENV)/.installed
 TORCH_STAMP := $(VENV)/.torch-installed
 MULTIGPU_MODE ?= quick
@@ -74,7 +81,7 @@ ifneq ($(filter-out each all off,$(RERUN)),)
 endif
 nb_rerun = NB_RERUN=$(if $(filter off,$(RERUN)),,$(or $(RERUN),$(1)))
 
-.PHONY: help install install-torch install-book lab lint test unit notebooks capsule capsule-record gpu-check sync-notebooks clean bench rerun-each memcheck timings book book-test slurm-check
+.PHONY: help install install-torch install-book lock pin-helpers lab lint test unit notebooks capsule capsule-record gpu-check sync-notebooks clean bench rerun-each memcheck timings book book-test slurm-check
 
 help:
 	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
@@ -103,7 +110,7 @@ help:
 	@echo "                    Python 3.13; latest: the newest releases (requirements-latest.txt), Python 3.13"
 	@echo "MULTIGPU_MODE=quick|full selects quick (CI, laptops) or full (real GPUs) training."
 
-$(STAMP): $(REQUIREMENTS) pyproject.toml
+$(STAMP): $(or $(LOCK),$(REQUIREMENTS)) pyproject.toml
 	@if [ ! -x $(PY) ] && [ -z "$(PYTHON)" ]; then \
 	  echo "STACK=$(STACK) needs Python $(PY_VERSION): none found (tried pyenv's $(PY_VERSION).x and python$(PY_VERSION) on PATH)." \
 	       "Install it (e.g. 'pyenv install $(PY_VERSION)') or pass PYTHON=/path/to/python$(PY_VERSION); nothing was installed."; exit 1; fi
@@ -116,10 +123,10 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 	@# sources again (import tensorflow measured at 13 s instead of 5 s, every notebook about twice as slow).
 	@uv=$$(command -v uv || true); [ "$(INSTALLER)" = pip ] && uv=; \
 	if [ -z "$$uv" ] && [ "$(INSTALLER)" != pip ] && $(PY) -m pip install -q uv >/dev/null 2>&1; then uv=$(VENV)/bin/uv; fi; \
-	if [ -n "$$uv" ]; then echo "installing $(REQUIREMENTS) with uv ($$uv)"; \
-	  UV_LINK_MODE=copy $$uv pip install -q --compile-bytecode --python $(PY) -r $(REQUIREMENTS); \
-	else echo "uv is not available: installing $(REQUIREMENTS) with pip (slower)"; \
-	  $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -r $(REQUIREMENTS); fi
+	if [ -n "$$uv" ]; then echo "installing $(INSTALL_FROM) with uv ($$uv)"; \
+	  UV_LINK_MODE=copy $$uv pip install -q --compile-bytecode --python $(PY) $(HASHES) -r $(INSTALL_FROM); \
+	else echo "uv is not available: installing $(INSTALL_FROM) with pip (slower)"; \
+	  $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q $(HASHES) -r $(INSTALL_FROM); fi
 	$(PY) -m pip install -q $(HELPERS_INSTALL)
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "$(KERNEL_DISPLAY_NAME)" >/dev/null
 	mkdir -p $(VENV)/share/jupyter/lab/settings && cp lab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
@@ -138,6 +145,25 @@ $(TORCH_STAMP): $(STAMP) $(wildcard $(TORCH_REQUIREMENTS))
 	@touch $@
 
 install-torch: $(TORCH_STAMP)
+
+# The hashed locks of the pinned and hosted stacks, from their requirements files (uv: on PATH, in .venv, or put into
+# a small venv of its own). --universal: one lock for Linux, macOS and Windows. PyTorch (lesson 12's extra) stays
+# outside: its CPU build comes from PyTorch's index or a machine's own disk, whose files are not PyPI's.
+LOCK_VENV ?= _build/lock-venv
+lock:
+	@uv=$$(command -v uv || { [ -x .venv/bin/uv ] && echo .venv/bin/uv; } || true); \
+	if [ -z "$$uv" ]; then [ -x $(LOCK_VENV)/bin/uv ] || { python3 -m venv --clear $(LOCK_VENV) && \
+	  $(LOCK_VENV)/bin/python -m pip install -q uv; }; uv=$(LOCK_VENV)/bin/uv; fi; \
+	for pair in requirements.txt:requirements.lock:3.11 requirements-hosted.txt:requirements-hosted.lock:3.13; do \
+	  IFS=: read -r req lock py <<< "$$pair"; echo "$$req -> $$lock (Python $$py)"; \
+	  $$uv pip compile -q --generate-hashes --universal --python-version $$py --no-header $$req -o $$lock.tmp && \
+	  { echo "# Generated by \`make lock\` from $$req: every package with its hashes; make install uses --require-hashes."; \
+	    cat $$lock.tmp; } > $$lock && rm $$lock.tmp || exit 1; done
+
+pin-helpers:
+	python3 tools/links.py pin
+	python3 tools/generate.py
+	python3 tools/nbtemplate.py check
 
 # ruff's rules live in pyproject.toml ([tool.ruff]); ruff itself is pinned in requirements.txt, and lint installs
 # only that pin, into a small venv of its own: no TensorFlow. The notebook rules (template, one format, registry,

@@ -92,3 +92,32 @@ def test_repo_url_written_once():
     hits = [p for p in map(ROOT.joinpath, tracked) if p.is_file() and p.suffix in {".py", ".toml", ".yml", ".md", ".txt"}
             and links.REPO_SLUG in generated.sub("", p.read_text())]
     assert [p.relative_to(ROOT).as_posix() for p in hits] == ["tools/links.py"]
+
+
+def _locked(path: Path) -> dict:
+    """{name: {versions}} of a `make lock` file, checking that every requirement in it carries a hash."""
+    out, lines = {}, path.read_text().splitlines()
+    for i, ln in enumerate(lines):
+        m = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s;\\]+)", ln)
+        if m:
+            block = "\n".join(lines[i:i + 3])
+            assert "--hash=sha256:" in block, f"{path.name}: {m.group(1)} has no hash"
+            out.setdefault(m.group(1).lower().replace("_", "-"), set()).add(m.group(2))
+    return out
+
+
+def test_each_stack_installs_its_hashed_lock_of_every_package():
+    """requirements.lock and requirements-hosted.lock (`make lock`) hold every package, dependencies included, with
+    hashes, at the versions the requirements files pin; make install installs the lock with --require-hashes."""
+    import subprocess
+
+    for req, lock, stack in (("requirements.txt", "requirements.lock", "pinned"),
+                             ("requirements-hosted.txt", "requirements-hosted.lock", "hosted")):
+        pins, locked = _pins((ROOT / req).read_text().splitlines()), _locked(ROOT / lock)
+        for name, version in pins.items():
+            assert locked.get(name.replace("_", "-")) == {version}, (
+                f"{lock} has {name} {locked.get(name)}, {req} pins {version}: run `make lock`")
+        assert len(locked) > 3 * len(pins), f"{lock} should hold the dependencies too ({len(locked)} packages)"
+        recipe = subprocess.run(["make", "-n", "-B", "install", f"STACK={stack}", "INSTALLER=pip", "PYTHON=python3"],
+                                cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        assert f"--require-hashes -r {lock}" in recipe, recipe

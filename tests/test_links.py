@@ -51,9 +51,8 @@ def test_kaggle_line_refuses_bad_paths():
     assert links.kaggle_line("notebooks/08_x.ipynb", None) == links.KAGGLE_GPU_LINE
 
 
-def test_the_helpers_ref_is_this_release(tmp_path):
-    """The Setup cell installs the release the notebook belongs to: tag v<version>, the version pyproject.toml,
-    helpers.__version__ and CITATION.cff give (CONTRIBUTING, "Releasing", moves all of them at once)."""
+def test_the_helpers_version_agrees_everywhere(tmp_path):
+    """pyproject.toml, helpers.__version__ and CITATION.cff give one version (CONTRIBUTING, "Releasing")."""
     import re
     from pathlib import Path
 
@@ -61,10 +60,48 @@ def test_the_helpers_ref_is_this_release(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     assert links.helpers_version() == helpers.__version__
-    assert links.HELPERS_REF == f"v{helpers.__version__}"
-    assert links.HELPERS_SOURCE == f"git+{links.REPO_URL}@v{helpers.__version__}"
     cff = re.search(r"^version: (\S+)$", (root / "CITATION.cff").read_text(), re.M).group(1)
     assert cff == helpers.__version__
     (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = []\n[project]\nname = "x"\n')
     with pytest.raises(ValueError, match="no version"):
         links.helpers_version(tmp_path / "pyproject.toml")
+
+
+def _git(*args: str) -> str:
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_the_setup_cell_installs_a_commit_whose_helpers_are_this_tree():
+    """The Setup cell installs an immutable commit, and that commit's helpers/ and pyproject.toml are the ones
+    here, byte for byte (git's tree hashes): what a learner installs on Colab is what was reviewed and tested.
+    After a commit that changes them: `make pin-helpers`, `make sync-notebooks`, commit."""
+    import subprocess
+
+    assert links.COMMIT_RE.fullmatch(links.HELPERS_COMMIT), links.HELPERS_COMMIT
+    assert links.HELPERS_SOURCE == f"git+{links.REPO_URL}@{links.HELPERS_COMMIT}"
+    try:
+        _git("cat-file", "-e", f"{links.HELPERS_COMMIT}^{{commit}}")
+    except subprocess.CalledProcessError:
+        pytest.fail(f"HELPERS_COMMIT {links.HELPERS_COMMIT} is not in this clone's history (a shallow clone? "
+                    "CI needs the whole history: fetch-depth 0)")
+    dirty = _git("status", "--porcelain", "--", *links.PINNED_PATHS)
+    for path in links.PINNED_PATHS:
+        pinned, here = _git("rev-parse", f"{links.HELPERS_COMMIT}:{path}"), _git("rev-parse", f"HEAD:{path}")
+        assert pinned == here, (f"{path} differs between HEAD and the pinned commit {links.HELPERS_COMMIT}: "
+                                "run `make pin-helpers` and `make sync-notebooks`, then commit")
+    assert not dirty, f"uncommitted changes the Setup cell would not install (commit, then make pin-helpers):\n{dirty}"
+
+
+def test_pin_helpers_writes_one_commit_and_refuses_others(tmp_path):
+    copy = tmp_path / "links.py"
+    copy.write_text('X = 1\nHELPERS_COMMIT = "' + "a" * 40 + '"\nY = 2\n')
+    assert links.pin_helpers("b" * 40, copy) is True
+    assert copy.read_text() == 'X = 1\nHELPERS_COMMIT = "' + "b" * 40 + '"\nY = 2\n'
+    assert links.pin_helpers("b" * 40, copy) is False
+    for bad in ("v0.2.0", "B" * 40, "b" * 39, 40):
+        with pytest.raises(ValueError, match="40 lower-case hex"):
+            links.pin_helpers(bad, copy)

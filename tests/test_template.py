@@ -87,7 +87,9 @@ def test_the_bootstrap_installs_this_release_of_the_helpers():
     import links
 
     assert f'"{links.HELPERS_SOURCE}"' in template.BOOTSTRAP_SOURCE and links.HELPERS_SOURCE.endswith(
-        f"@{links.HELPERS_REF}")
+        f"@{links.HELPERS_COMMIT}")
+    assert f'importlib.metadata.version("{links.HELPERS_DIST}")' in template.BOOTSTRAP_SOURCE
+    assert '"--no-deps"' in template.BOOTSTRAP_SOURCE
 
 
 def test_the_one_format_is_nbformats_writer_byte_for_byte(tmp_path):
@@ -126,3 +128,38 @@ def test_format_problems_and_sync_rewrites_in_the_one_format(tmp_path, monkeypat
     (tmp_path / "notebooks/09_new_one.ipynb").write_text(loose)
     assert template.main(["sync"]) == 0
     assert template.format_problems((tmp_path / "notebooks/09_new_one.ipynb").read_text()) == []
+
+
+def _run_setup_cell(cwd, *python_flags, env_extra=None):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "MULTIGPU_HELPERS": str(cwd / "no-such-source"),
+           **(env_extra or {})}
+    return subprocess.run([sys.executable, *python_flags, "-c", template.BOOTSTRAP_SOURCE], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_setup_cell_asks_for_the_distribution_by_name(tmp_path):
+    """Installed by name: nothing is installed (the bogus source is never tried). Importable but not installed
+    (python -S: no site-packages, helpers on PYTHONPATH): it installs, and fails here on the bogus source."""
+    import tomllib
+    from pathlib import Path
+
+    import links
+
+    root = Path(__file__).resolve().parent.parent
+    assert tomllib.loads((root / "pyproject.toml").read_text())["project"]["name"] == links.HELPERS_DIST
+    assert _run_setup_cell(tmp_path).returncode == 0
+    importable_only = _run_setup_cell(tmp_path, "-S")
+    assert importable_only.returncode != 0 and "no-such-source" in importable_only.stderr, importable_only.stderr
+
+
+def test_the_setup_cell_names_a_helpers_py_that_hides_the_package(tmp_path):
+    (tmp_path / "helpers.py").write_text("x = 1\n")
+    run = _run_setup_cell(tmp_path)
+    assert run.returncode != 0
+    assert f"ImportError: {tmp_path / 'helpers.py'} hides the course's helpers package: rename it" in run.stderr

@@ -10,6 +10,8 @@ Why: notebooks carry rendered copies of the badges, Kaggle banners and the Setup
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
@@ -29,12 +31,30 @@ def helpers_version(pyproject: Path = PYPROJECT) -> str:
     return m.group(1)
 
 
-#: The git ref of the release the notebooks belong to: the tag ``v<version>`` (CONTRIBUTING: "Releasing").
-HELPERS_REF = f"v{helpers_version()}"
+#: The one place that names what the notebooks' Setup cell installs on Colab and Kaggle: a commit (40 hex digits,
+#: immutable, unlike a tag) whose ``helpers/`` and ``pyproject.toml`` are this tree's. `make pin-helpers` writes it
+#: after a commit that changed them; tests/test_links.py checks the equality with git (CONTRIBUTING: "Releasing").
+HELPERS_COMMIT = "8bbf51e5d7cf2c3b7499a84d50dcba976fe6e0b6"
+#: The distribution the Setup cell looks for by name (pyproject.toml's ``[project] name``), never an importable
+#: ``helpers`` (a learner's own helpers.py would do).
+HELPERS_DIST = "keras-multigpu-course-helpers"
 #: Environment variable that overrides the bootstrap's pip source (tests point it at a local clone).
 HELPERS_SOURCE_ENV = "MULTIGPU_HELPERS"
-#: What the bootstrap cell installs where the helpers are missing (Colab, Kaggle, a lone notebook): this release.
-HELPERS_SOURCE = f"git+{REPO_URL}@{HELPERS_REF}"
+#: What the bootstrap cell installs where the helpers are missing (Colab, Kaggle, a lone notebook): that commit.
+HELPERS_SOURCE = f"git+{REPO_URL}@{HELPERS_COMMIT}"
+COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+
+
+def pin_helpers(commit: str, path: Path = Path(__file__)) -> bool:
+    """Write ``commit`` as :data:`HELPERS_COMMIT` into this file; True if it changed. ``ValueError`` unless 40 hex."""
+    if not isinstance(commit, str) or not COMMIT_RE.fullmatch(commit):
+        raise ValueError(f"commit must be 40 lower-case hex digits, got {commit!r}")
+    text = Path(path).read_text(encoding="utf-8")
+    new = re.sub(r'^HELPERS_COMMIT = "[0-9a-f]*"$', f'HELPERS_COMMIT = "{commit}"', text, count=1, flags=re.M)
+    if new == text:
+        return False
+    Path(path).write_text(new, encoding="utf-8")
+    return True
 
 
 def _check_path(notebook_path: str) -> PurePosixPath:
@@ -78,3 +98,28 @@ def kaggle_line(notebook_path: str, uses: str | None) -> str:
     entry's ``kaggle``, tools/registry.py): no banner promises more than the lesson runs."""
     _check_path(notebook_path)
     return KAGGLE_GPU_LINE if not uses else f"{KAGGLE_GPU_LINE} {uses}"
+
+
+#: What the Setup cell's install must equal: the helpers package and its build recipe.
+PINNED_PATHS = ("helpers", "pyproject.toml")
+
+
+def last_helpers_commit(root: Path = PYPROJECT.parent) -> str:
+    """The newest commit that changed :data:`PINNED_PATHS`; ``RuntimeError`` if they have uncommitted changes
+    (a commit cannot name files that are not in it yet)."""
+    git = ["git", "-C", str(root)]
+    dirty = subprocess.run(git + ["status", "--porcelain", "--", *PINNED_PATHS], check=True, capture_output=True,
+                           text=True).stdout.strip()
+    if dirty:
+        raise RuntimeError(f"commit these first, then pin:\n{dirty}")
+    return subprocess.run(git + ["log", "-1", "--format=%H", "--", *PINNED_PATHS], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+if __name__ == "__main__":  # `make pin-helpers`: python3 tools/links.py pin
+    if sys.argv[1:] != ["pin"]:
+        sys.exit("usage: python3 tools/links.py pin")
+    commit = last_helpers_commit()
+    changed = pin_helpers(commit)
+    print(f"HELPERS_COMMIT = {commit} ({'written to tools/links.py' if changed else 'already pinned'}); "
+          "now run make sync-notebooks and commit")

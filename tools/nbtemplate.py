@@ -28,10 +28,16 @@ NAME_RE = re.compile(r"^(\d\d)_[a-z0-9]+(?:_[a-z0-9]+)*\.ipynb$")
 BADGE_MARK = "<!-- badges -->"
 
 BOOTSTRAP_SOURCE = f'''# Setup 1/2 - on Colab or Kaggle, install the course helpers (TensorFlow, Keras and JAX are already there).
-import importlib.util, os, subprocess, sys
-if importlib.util.find_spec("helpers") is None:
+import importlib.metadata, importlib.util, os, subprocess, sys
+try:                                                  # installed? asked by the distribution's name
+    importlib.metadata.version("{links.HELPERS_DIST}")
+except importlib.metadata.PackageNotFoundError:       # one reviewed commit, nothing else resolved or upgraded
     source = os.environ.get("{links.HELPERS_SOURCE_ENV}", "{links.HELPERS_SOURCE}")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], check=True)'''
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", source], check=True)
+importlib.invalidate_caches()
+found = importlib.util.find_spec("helpers").origin    # a helpers.py of your own would hide the course's package
+if not found.endswith(os.path.join("helpers", "__init__.py")):
+    raise ImportError(f"{{found}} hides the course's helpers package: rename it, then restart the kernel")'''
 
 #: The kernelspec every notebook records. `make lab` installs its kernel under the same name and display name
 #: (the Makefile's KERNEL_DISPLAY_NAME; a test keeps them equal), so JupyterLab opens a notebook unmodified.
