@@ -64,7 +64,7 @@ def _learners_files(folder):
     return {p: p.read_bytes() for p in (folder / "backup" / "notes.txt", folder / "model.keras")}
 
 
-@pytest.mark.slow
+@pytest.mark.slow   # reason: three TensorFlow processes in a row (killed, resumed, refused)
 def test_a_box_killed_mid_backup_resumes_after_its_last_whole_one_and_keeps_the_learners_files(tmp_path):
     _box(tmp_path)
     learners = _learners_files(tmp_path)                 # a project with a backup/ and a model.keras of its own
@@ -91,7 +91,7 @@ def test_a_box_killed_mid_backup_resumes_after_its_last_whole_one_and_keeps_the_
     assert os.listdir(tmp_path / "theirs" / "mwms_run") == ["notes.txt"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow   # reason: two TensorFlow workers, one job
 def test_with_a_chief_task_only_the_chief_writes_and_both_count_two_workers(tmp_path):
     _box(tmp_path)
     ports = cluster.free_ports(2)
