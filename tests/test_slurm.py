@@ -9,6 +9,7 @@ every message of TROUBLESHOOTING.md's "Slurm" section, which the pytest error in
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,8 @@ LESSONS = check.lesson_files(ROOT / "notebooks")     # what lessons 07, 08 and 1
 
 def expand(nodelist: str) -> list[str]:
     """What ``scontrol show hostnames`` prints for the node lists used here."""
-    return {"node[01-02]": ["node01", "node02"], "vm": ["vm"], "a,b[1-2]": ["a", "b1", "b2"]}[nodelist]
+    return {"node[01-02]": ["node01", "node02"], "vm": ["vm"], "a,b[1-2]": ["a", "b1", "b2"],
+            "node[9-10]": ["node9", "node10"]}[nodelist]
 
 
 def fake_scontrol(cmd, **kw):
@@ -45,7 +47,7 @@ def fake_scontrol(cmd, **kw):
 
 #: Lesson 07's own function (mwms_lib.py's cell), with scontrol answered here.
 tf_config_from_slurm = check.function_from(LESSONS["07"]["mwms_lib.py"], "tf_config_from_slurm", json=json, os=os,
-                                           subprocess=types.SimpleNamespace(run=fake_scontrol))
+                                           re=re, subprocess=types.SimpleNamespace(run=fake_scontrol))
 
 
 def task_env(rank: int, nodelist="node[01-02]", per_node="2(x2)", job="4242") -> dict:
@@ -76,6 +78,13 @@ def test_jobs_get_distinct_ports():
     ports = {json.loads(tf_config_from_slurm(task_env(0, "vm", "2", job=str(j))))["cluster"]["worker"][0]
              for j in range(1, 40)}
     assert len(ports) == 39
+
+
+def test_job_ids_1000_apart_share_ports():
+    """The caveat the lesson's comment and TROUBLESHOOTING.md state: two such jobs on one node collide."""
+    port = {j: json.loads(tf_config_from_slurm(task_env(0, "vm", "2", job=str(j))))["cluster"]["worker"][0]
+            for j in (4242, 5242, 4243)}
+    assert port[4242] == port[5242] != port[4243]
 
 
 def test_without_srun_the_step_variables_are_missing():
@@ -119,6 +128,22 @@ def test_slurm_cluster_resolver_on_a_cpu_only_node(monkeypatch, tmp_path):
         "FileNotFoundError: [Errno 2] No such file or directory: 'nvidia-smi'",
         "ValueError: range() arg 3 must not be zero",
         "RuntimeError: SLURM_STEP_NUM_TASKS not found in environment. Not running inside a SLURM step?"]
+
+
+def test_slurm_cluster_resolver_on_gpu_nodes_numbers_gpus_from_0_and_sorts_hosts_as_text(monkeypatch):
+    """TROUBLESHOOTING.md's caveat, on TensorFlow's own resolver: a job that Slurm gave GPUs 2 and 3 of a shared node
+    (no ConstrainDevices: CUDA_VISIBLE_DEVICES=2,3) sends its rank 0 to GPU 0, another job's; and node10 sorts before
+    node9, so rank 0, which srun starts on node9 (Slurm's order, the lesson's tf_config_from_slurm's), is given
+    node10's address."""
+    import tensorflow as tf
+
+    for k, v in {**task_env(0, "node[9-10]", "2(x2)"), "SLURM_STEP_NUM_TASKS": "4", "CUDA_VISIBLE_DEVICES": "2,3"}.items():
+        monkeypatch.setenv(k, v)
+    spec = tf.distribute.cluster_resolver.SlurmClusterResolver().cluster_spec().as_dict()
+    assert spec == {"worker": ["node10:8888", "node10:8889", "node9:8888", "node9:8889"]}
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"                     # Slurm gave this task GPU 2
+    lesson = json.loads(tf_config_from_slurm(task_env(0, "node[9-10]", "2(x2)")))["cluster"]["worker"]
+    assert [w.split(":")[0] for w in lesson] == ["node9", "node9", "node10", "node10"]
 
 
 def test_keras_distribution_initialize_outside_a_slurm_step():

@@ -401,7 +401,7 @@ class Checks:
         """Listen on the port that task 1 of ``job`` (held, not started) will compute for itself, with the lesson's
         own ``tf_config_from_slurm``."""
         tf_config_from_slurm = function_from((self.tf / "mwms_lib.py").read_text(), "tf_config_from_slurm",
-                                             json=json, os=os, subprocess=subprocess)
+                                             json=json, os=os, re=re, subprocess=subprocess)
         task1 = {"SLURM_JOB_ID": str(job), "SLURM_STEP_NODELIST": self.s.node, "SLURM_STEP_TASKS_PER_NODE": "2",
                  "SLURM_PROCID": "1"}
         address = json.loads(tf_config_from_slurm(task1))["cluster"]["worker"][1]
