@@ -12,8 +12,9 @@ import random
 import signal
 import subprocess
 import sys
-import textwrap
 import tempfile
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -187,10 +188,9 @@ def test_files_to_check_and_what_does_not_load(tmp_path):
     (tmp_path / "train.py").write_text("")
     assert chaos.files_to_check(tmp_path) == [("backup/training_metadata.json", "json"), ("good.json", "json"),
                                               ("history.jsonl", "jsonl")]
-    results = chaos.load_all([tmp_path])
-    assert results[f"{tmp_path}/good.json"] is None
-    assert results[f"{tmp_path}/backup/training_metadata.json"].startswith("JSONDecodeError")
-    assert results[f"{tmp_path}/history.jsonl"] == "ValueError: the last line is incomplete (no newline)"
+    results = {rel: error for rel, (error, _) in chaos.load_all([tmp_path])[str(tmp_path)].items()}
+    assert results["good.json"] is None and results["backup/training_metadata.json"].startswith("JSONDecodeError")
+    assert results["history.jsonl"] == "ValueError: the last line is incomplete (no newline)"
 
 
 def test_the_lessons_output_formats_the_job_table_relies_on():
@@ -232,3 +232,33 @@ def test_lesson05_job_killed_once_end_to_end(tmp_path, capsys):
     got = figures(report)
     assert got["kills"] == ("1 of 1 (0 mid-write)", True), said
     assert got["processes left over"] == ("0", True) and report.runs[-1][1].returncode in (0, 1), said
+
+
+def test_ctrl_c_kills_the_jobs_processes_and_removes_the_temporary_folder(tmp_path):
+    """The check interrupted while two slow jobs run at once: their processes die, its folder goes."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    slow = ("import os, time\n"
+            f"open(os.path.join({str(pids)!r}, str(os.getpid())), 'w').close()\n"
+            "time.sleep(120)\n")
+    driver = textwrap.dedent(f"""
+        import random, sys
+        sys.path.insert(0, {str(ROOT / 'tools')!r})
+        import chaos
+        jobs = [chaos.Job(n, n, ("{{python}}", "-c", {slow!r}), epochs=6, guess=(100.0, 1.0, 1.0)) for n in "ab"]
+        sys.exit(chaos.check(jobs, kills=2, seed=0, parallel=2))
+    """)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", driver], env={**os.environ, "TMPDIR": str(scratch)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(list(pids.iterdir())) == 2, "the jobs did not start"
+    proc.send_signal(signal.SIGINT)
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode != 0 and "KeyboardInterrupt" in out, out
+    alive = [p.name for p in pids.iterdir() if Path(f"/proc/{p.name}").exists()
+             and "Z" not in Path(f"/proc/{p.name}/stat").read_text().rpartition(")")[2].split()[:1]]
+    assert not alive and not list(scratch.iterdir()), (alive, list(scratch.iterdir()))

@@ -79,13 +79,16 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
@@ -161,6 +164,10 @@ class CheckError(RuntimeError):
     """The check itself cannot run (a lesson does not write a job file); the message says why."""
 
 
+class Stopped(Exception):
+    """The check was interrupted (Ctrl-C, SIGTERM, another job's error): stop starting and waiting."""
+
+
 # --------------------------------------------------------------------------- processes
 
 def tagged(tag: str, prefix: bool = False) -> dict[int, dict[str, str]]:
@@ -211,6 +218,11 @@ def kill_all(tag: str, prefix: bool = False, limit: float = 10.0) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(POLL)
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # --------------------------------------------------------------------------- logs and progress
@@ -366,6 +378,7 @@ class Report:
     best: list = dataclasses.field(default_factory=list)          # per trial: (kept?, words)
     trial_errors: list = dataclasses.field(default_factory=list)  # runs that failed with no kill before them
     seconds: float = 0.0
+    cpu: float = 0.0                 # CPU seconds of the job's processes (those their parents waited for)
     note: str = ""
 
     # The six figures: (name, value in words, perfect?)
@@ -406,15 +419,22 @@ class Report:
 
 
 class Check:
-    """One run of the check: its temporary folder, random numbers and id; :meth:`job` checks one job."""
+    """The check of one job in the shared temporary folder ``root``: its random numbers, its runs' tags
+    (``<run_id>-<job>-<n>``) and what it prints (``say``); :meth:`job` checks the job."""
 
-    def __init__(self, root: Path, rng: random.Random, say=print, notebooks: Path = ROOT / "notebooks"):
+    def __init__(self, root: Path, rng: random.Random, say=print, notebooks: Path = ROOT / "notebooks",
+                 run_id: Optional[str] = None, stop: Optional[threading.Event] = None):
         self.root, self.rng, self.say, self.notebooks = root, rng, say, notebooks
-        self.id = f"{os.getpid()}-{rng.getrandbits(32):08x}"
+        self.id = f"{run_id or os.getpid()}-{rng.getrandbits(32):08x}"
+        self.stop = stop or threading.Event()
         self.hook = root / "hook"
         self.hook.mkdir(exist_ok=True)
         shutil.copy(HERE / "chaos_inject.py", self.hook / "sitecustomize.py")
         self.counter = 0
+
+    def sleep(self, seconds: float = POLL) -> None:
+        if self.stop.wait(seconds):
+            raise Stopped()
 
     # ----------------------------------------------------------------------- setting up
     def scripts(self, job: Job) -> Path:
@@ -489,11 +509,11 @@ class Check:
                     run.timed_out = True
                     kill_all(tag)
                     break
-                time.sleep(POLL)
+                self.sleep()
             # The grace period: after a kill the other processes must end by themselves; after an exit, at once.
             deadline = time.monotonic() + (job.grace if run.kill else 1.0)
             while time.monotonic() < deadline and (proc.poll() is None or tagged(tag)):
-                time.sleep(POLL)
+                self.sleep()
             if run.kill is None and (fired := self.fired(ctl)) is not None:   # killed just as it exited
                 run.kill, killed_at = fired, time.monotonic() - t0
             left = tagged(tag)
@@ -549,7 +569,7 @@ class Check:
 
     # ----------------------------------------------------------------------- one job
     def job(self, job: Job, kills: int) -> Report:
-        started = time.monotonic()
+        started, cpu = time.monotonic(), children_cpu()
         report = Report(job, kills)
         scripts = self.scripts(job)
         estimate = Estimate(*job.guess)
@@ -562,7 +582,7 @@ class Check:
             budget = self.trial(job, report, trial, folder, scripts, queue, estimate, budget)
         if queue:
             report.note = f"{len(queue)} kill(s) never landed within {3 * kills + 6} runs"
-        report.seconds = time.monotonic() - started
+        report.seconds, report.cpu = time.monotonic() - started, children_cpu() - cpu
         return report
 
     def trial(self, job: Job, report: Report, trial: int, folder: Path, scripts: Path, queue: list,
@@ -597,9 +617,9 @@ class Check:
                 continue
             if not run.failed:
                 estimate.learn(run)
-                for k in pending:    # it finished: the resume worked (no epoch line: it had nothing left to do)
+                for k in pending:    # it finished: the resume worked; no epoch line after all epochs: nothing left
                     k.worked = True
-                    k.resumed = p.resumed if p.resumed is not None else (job.epochs if job.epoch_done else None)
+                    k.resumed = p.resumed if p.resumed is not None else (job.epochs if k.done >= job.epochs else None)
                 self.say(f"{label}: ended by itself in {run.seconds:.1f} s" + (f" (the {plan} kill came too late)"
                                                                                if plan else "")
                          + (f"; left over: {', '.join(run.leftovers)}" if run.leftovers else ""))
@@ -692,29 +712,36 @@ def load(path: Path, kind: str) -> None:
         raise ValueError(f"unknown kind {kind!r}")
 
 
-def load_all(folders: Sequence[Path]) -> dict[str, Optional[str]]:
-    """``{"<folder>/<file>": None or the error}`` for every file to check in each folder (identical files once)."""
+def digest(path: Path, kind: str) -> str:
+    """The content's hash (a TF checkpoint: its folder's files), to load identical files once and count them once."""
+    h = hashlib.sha256(kind.encode())
+    for p in sorted(path.parent.iterdir()) if kind == "tf-checkpoint" else [path]:
+        if p.is_file():
+            h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def load_all(folders: Sequence[Path]) -> dict[str, dict[str, tuple[Optional[str], str]]]:
+    """``{folder: {file: (None or the error, content hash)}}`` for every file to check (identical files once)."""
     results, seen = {}, {}
-    for folder in folders:
-        for rel, kind in files_to_check(Path(folder)):
-            path = Path(folder) / rel
-            key = None if kind == "tf-checkpoint" else (kind, hashlib.sha256(path.read_bytes()).hexdigest())
-            if key is None or key not in seen:
+    for folder in map(Path, folders):
+        results[str(folder)] = {}
+        for rel, kind in files_to_check(folder):
+            key = digest(folder / rel, kind)
+            if key not in seen:
                 try:
-                    load(path, kind)
-                    error = None
+                    load(folder / rel, kind)
+                    seen[key] = None
                 except Exception as exc:  # noqa: BLE001 - any failure to load is the finding
-                    error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-                if key is not None:
-                    seen[key] = error
-            else:
-                error = seen[key]
-            results[f"{folder}/{rel}"] = error
+                    text = str(exc).replace(f"{folder}/", "").strip()
+                    seen[key] = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+            results[str(folder)][rel] = (seen[key], key)
     return results
 
 
 def check_loads(reports: Sequence[Report], python: str = sys.executable, timeout: float = 600) -> None:
-    """Load every snapshot's files in one process of the jobs' Python; fill each report's ``unloadable``."""
+    """Load every snapshot's files in one process of the jobs' Python; fill each report's ``unloadable`` with the
+    distinct files (path and content) that failed, named by the first snapshot that had them."""
     folders = [str(f) for r in reports for _, f in r.snapshots]
     if not folders:
         return
@@ -727,10 +754,12 @@ def check_loads(reports: Sequence[Report], python: str = sys.executable, timeout
         raise CheckError(f"the load check failed (exit {done.returncode}):\n{tail(done.stdout + done.stderr)}")
     results = json.loads(done.stdout.strip().splitlines()[-1])
     for r in reports:
+        counted = set()
         for label, folder in r.snapshots:
-            for key, error in results.items():
-                if error and key.startswith(f"{folder}/"):
-                    r.unloadable.append(f"{label}: {key[len(str(folder)) + 1:]}: {error}")
+            for rel, (error, key) in results[str(folder)].items():
+                if error and (rel, key) not in counted:
+                    counted.add((rel, key))
+                    r.unloadable.append(f"{label}: {rel}: {error}")
 
 
 # --------------------------------------------------------------------------- tables
@@ -748,7 +777,7 @@ def job_table(report: Report, markdown: bool = False) -> str:
     rows = [["figure", "result", "verdict"]]
     rows += [[name, value, "ok" if ok else "FAILED"] for name, value, ok in report.figures()]
     runs = len(report.runs)
-    head = f"{report.job.name}: {report.job.title}: {runs} runs, {report.seconds:.0f} s"
+    head = f"{report.job.name}: {report.job.title}: {runs} runs, {report.seconds:.0f} s ({report.cpu:.0f} CPU s)"
     return (f"**{head}**\n\n" if markdown else f"{head}\n") + table(rows, markdown)
 
 
@@ -777,8 +806,12 @@ def failures(report: Report) -> str:
             for run in failed[:1]:
                 out.append(f"  run {run.number} {why_of(run)}; its log:\n{tail(run.log)}")
         if name == "epochs lost per kill":
-            out += [f"  kill ({k.what}): {k.done} epoch(s) done, the next run resumed at "
-                    f"{'?' if k.resumed is None else k.resumed}" for k in report.kills if k.lost != 0][:5]
+            out += [f"  kill ({k.what}): {k.done} epoch(s) done, the next run " + (
+                f"resumed at {k.resumed}" if k.resumed is not None else "failed" if k.worked is False else
+                "printed no epoch line: where it resumed is unknown") for k in report.kills if k.lost != 0][:5]
+            if not any(r.progress.first_seen for _, r in report.runs):
+                out.append(f"  no run printed an epoch line ({report.job.epoch_start or report.job.epoch_done!r}): "
+                           "the check cannot tell a resumed run from a fresh start")
         if name == "unloadable files":
             out += [f"  {u}" for u in report.unloadable[:10]]
         if name == "best model kept":
@@ -808,6 +841,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--kills", type=int, default=20, help="kills per job (half of them mid-write)")
     parser.add_argument("--jobs", default=",".join(j.name for j in JOBS), help="comma-separated job names")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: a new one, printed)")
+    parser.add_argument("--parallel", type=int, default=1, help="jobs checked at the same time")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     opts = parser.parse_args(args)
@@ -818,21 +852,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      else "--kills must be at least 1")
     seed = opts.seed if opts.seed is not None else random.SystemRandom().randrange(2 ** 31)
     jobs = [j for j in JOBS if j.name in names]
-    return check(jobs, opts.kills, seed, markdown=opts.markdown, keep=opts.keep)
+    return check(jobs, opts.kills, seed, parallel=opts.parallel, markdown=opts.markdown, keep=opts.keep)
 
 
-def check(jobs: Sequence[Job], kills: int, seed: int, *, markdown: bool = False, keep: bool = False,
-          notebooks: Path = ROOT / "notebooks", python: str = sys.executable, say=None) -> int:
-    """Check ``jobs`` with ``kills`` kills each; print the tables; 0 if every figure of every job is perfect."""
+def check(jobs: Sequence[Job], kills: int, seed: int, *, parallel: int = 1, markdown: bool = False,
+          keep: bool = False, notebooks: Path = ROOT / "notebooks", python: str = sys.executable, say=None) -> int:
+    """Check ``jobs`` with ``kills`` kills each, ``parallel`` jobs at a time; print the tables; 0 if every figure of
+    every job is perfect. Whatever happens, the jobs' processes are killed and the temporary folder removed."""
     say = say or (lambda message: print(message, flush=True))
-    root = Path(tempfile.mkdtemp(prefix="chaos-"))
+    root, run_id, stop = Path(tempfile.mkdtemp(prefix="chaos-")), f"{os.getpid()}-{seed}", threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.monotonic()
-    chk = None
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel))
+
+    def one(job: Job) -> Report:
+        checker = Check(root, random.Random(f"{seed}:{job.name}"), say=say, notebooks=notebooks, run_id=run_id,
+                        stop=stop)
+        return checker.job(job, kills)
+
     try:
-        chk = Check(root, random.Random(seed), say=say, notebooks=notebooks)
-        say(f"chaos: {kills} kill(s) per job, seed {seed}, in {root}" + ("" if keep else " (removed at the end)"))
-        reports = [chk.job(job, kills) for job in jobs]
+        say(f"chaos: {kills} kill(s) per job, {parallel} job(s) at a time, seed {seed}, in {root}"
+            + ("" if keep else " (removed at the end)"))
+        futures = [pool.submit(one, job) for job in jobs]
+        reports = [f.result() for f in futures]
         check_loads(reports, python)
         say("")
         for r in reports:
@@ -844,13 +886,16 @@ def check(jobs: Sequence[Job], kills: int, seed: int, *, markdown: bool = False,
         if bad:
             for r in bad:
                 say("\n" + failures(r))
-            say(f"\nchaos: FAILED: {', '.join(f'{r.job.name} (' + ', '.join(n for n, _, ok in r.figures() if not ok) + ')' for r in bad)}")
+            say("\nchaos: FAILED: " + ", ".join(
+                f"{r.job.name} ({', '.join(n for n, _, ok in r.figures() if not ok)})" for r in bad))
             return 1
         say("chaos: every figure perfect")
         return 0
     finally:
-        if chk is not None:
-            kill_all(chk.id, prefix=True)
+        stop.set()                       # the other jobs' threads stop starting and waiting
+        kill_all(run_id, prefix=True)
+        pool.shutdown(wait=True, cancel_futures=True)
+        kill_all(run_id, prefix=True)
         signal.signal(signal.SIGTERM, previous)
         if keep:
             say(f"chaos: kept {root}")
