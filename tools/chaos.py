@@ -79,7 +79,6 @@ import json
 import os
 import random
 import re
-import resource
 import shutil
 import signal
 import statistics
@@ -143,7 +142,7 @@ class Job:
 JOBS = (
     Job("quickstart", "quick start, quickstart/train_2gpus.py (MirroredStrategy, fit)",
         ("{python}", "{repo}/quickstart/train_2gpus.py"), epochs=6, epoch_start=KERAS_EPOCH, epoch_done=KERAS_DONE,
-        final_score=r"best\.keras reloads: val_accuracy (\d+\.\d+)"),
+        resumed_at=r"^start after epoch (\d+) of", final_score=r"best\.keras reloads: val_accuracy (\d+\.\d+)"),
     Job("05", "lesson 05's job script, train.py (MirroredStrategy, fit)", ("{python}", "{scripts}/train.py"),
         epochs=3, scripts=("05_*.ipynb", ("train.py",)), epoch_start=KERAS_EPOCH, epoch_done=KERAS_DONE,
         final_score=r"best\.keras reloads val_accuracy (\d+\.\d+)"),
@@ -220,9 +219,20 @@ def kill_all(tag: str, prefix: bool = False, limit: float = 10.0) -> None:
         time.sleep(POLL)
 
 
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def reap(proc: subprocess.Popen, run: "Run", timeout: float = 0.0) -> Optional[int]:
+    """``proc``'s exit code once it has exited (None before), waiting up to ``timeout`` s; ``os.wait4`` adds the CPU
+    seconds of it and of the processes it waited for (workers, ranks) to ``run.cpu``."""
+    deadline = time.monotonic() + timeout
+    while proc.returncode is None:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            run.cpu += usage.ru_utime + usage.ru_stime
+        elif time.monotonic() >= deadline:
+            break
+        else:
+            time.sleep(POLL)
+    return proc.returncode
 
 
 # --------------------------------------------------------------------------- logs and progress
@@ -318,6 +328,7 @@ class Run:
     timed_out: bool = False
     leftovers: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    cpu: float = 0.0                       # CPU seconds of its processes (those their parents waited for)
     first_offset: float = 0.0              # seconds from its start to its first epoch line
     last_offset: float = 0.0               # ... to its last "epoch done" line
 
@@ -422,9 +433,10 @@ class Check:
     """The check of one job in the shared temporary folder ``root``: its random numbers, its runs' tags
     (``<run_id>-<job>-<n>``) and what it prints (``say``); :meth:`job` checks the job."""
 
-    def __init__(self, root: Path, rng: random.Random, say=print, notebooks: Path = ROOT / "notebooks",
+    def __init__(self, root: Path, rng: random.Random, say=print, source: Path = ROOT,
                  run_id: Optional[str] = None, stop: Optional[threading.Event] = None):
-        self.root, self.rng, self.say, self.notebooks = root, rng, say, notebooks
+        self.root, self.rng, self.say, self.source = root, rng, say, Path(source)
+        self.notebooks = self.source / "notebooks"
         self.id = f"{run_id or os.getpid()}-{rng.getrandbits(32):08x}"
         self.stop = stop or threading.Event()
         self.hook = root / "hook"
@@ -459,7 +471,7 @@ class Check:
         env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "TF_CONFIG", "MPLBACKEND")}
         tmp = self.root / f"{job.name}-tmp"
         tmp.mkdir(exist_ok=True)
-        path = [str(self.hook), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        path = [str(self.hook), str(self.source)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         env.update(PYTHONPATH=os.pathsep.join(path), PYTHONUNBUFFERED="1", TMPDIR=str(tmp), CHAOS_TAG=tag,
                    CHAOS_CTL=str(ctl), CHAOS_FOLDER=str(folder), CHAOS_SEED=str(seed))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -475,12 +487,14 @@ class Check:
         logs = ctl / "logs"
         logs.mkdir(parents=True)
         tag = f"{self.id}-{self.counter}"
-        values = dict(python=sys.executable, repo=str(ROOT), scripts=str(scripts), folder=str(folder),
+        values = dict(python=sys.executable, repo=str(self.source), scripts=str(scripts), folder=str(folder),
                       logs=str(logs), epochs=str(job.epochs))
         argv = [part.format(**values) for part in job.command]
         out = ctl / "output.log"
         follow = Follow([logs / job.progress_log] if job.progress_log else [out])
-        window = estimate.remaining(job.epochs - epochs_done)
+        # A random kill: anywhere in the run's expected length. A mid-write kill is armed before the last epoch
+        # ends (its writes, and the end's, are still ahead), so that it rarely comes after the last write.
+        window = estimate.remaining(job.epochs - epochs_done) - (estimate.end if plan == "write" else 0.0)
         delay = self.rng.uniform(0.2, max(0.3, window))
         skip = self.rng.randrange(WRITE_SKIP)
         armed, killed_at, t0 = False, None, time.monotonic()
@@ -495,7 +509,7 @@ class Check:
                 if (fired := self.fired(ctl)) is not None:
                     run.kill, killed_at = fired, now
                     break
-                if proc.poll() is not None:
+                if reap(proc, run) is not None:
                     break
                 if plan == "random" and now >= delay:
                     run.kill, killed_at = self.kill_random(job, tag, proc.pid), now
@@ -512,7 +526,7 @@ class Check:
                 self.sleep()
             # The grace period: after a kill the other processes must end by themselves; after an exit, at once.
             deadline = time.monotonic() + (job.grace if run.kill else 1.0)
-            while time.monotonic() < deadline and (proc.poll() is None or tagged(tag)):
+            while time.monotonic() < deadline and (reap(proc, run) is None or tagged(tag)):
                 self.sleep()
             if run.kill is None and (fired := self.fired(ctl)) is not None:   # killed just as it exited
                 run.kill, killed_at = fired, time.monotonic() - t0
@@ -520,10 +534,7 @@ class Check:
             run.leftovers = [describe(pid, env, proc.pid, job.root) for pid, env in sorted(left.items())]
         finally:
             kill_all(tag)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - an unkillable process
-                pass
+            reap(proc, run, timeout=10)
         run.returncode, run.seconds = proc.returncode, time.monotonic() - t0
         run.progress.feed(job, follow.poll(final=True))
         texts = [out.read_text(errors="replace")] + [p.read_text(errors="replace") for p in sorted(logs.glob("*"))]
@@ -569,7 +580,7 @@ class Check:
 
     # ----------------------------------------------------------------------- one job
     def job(self, job: Job, kills: int) -> Report:
-        started, cpu = time.monotonic(), children_cpu()
+        started = time.monotonic()
         report = Report(job, kills)
         scripts = self.scripts(job)
         estimate = Estimate(*job.guess)
@@ -582,7 +593,8 @@ class Check:
             budget = self.trial(job, report, trial, folder, scripts, queue, estimate, budget)
         if queue:
             report.note = f"{len(queue)} kill(s) never landed within {3 * kills + 6} runs"
-        report.seconds, report.cpu = time.monotonic() - started, children_cpu() - cpu
+        report.seconds = time.monotonic() - started
+        report.cpu = sum(r.cpu for _, r in report.runs)
         return report
 
     def trial(self, job: Job, report: Report, trial: int, folder: Path, scripts: Path, queue: list,
@@ -844,6 +856,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--parallel", type=int, default=1, help="jobs checked at the same time")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
+    parser.add_argument("--source", type=Path, default=ROOT, help="the checkout whose jobs to check (quickstart/, "
+                        "notebooks/ and helpers/ are read from it; default: this one)")
     opts = parser.parse_args(args)
     names = [n for n in opts.jobs.split(",") if n]
     unknown = sorted(set(names) - {j.name for j in JOBS})
@@ -852,11 +866,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      else "--kills must be at least 1")
     seed = opts.seed if opts.seed is not None else random.SystemRandom().randrange(2 ** 31)
     jobs = [j for j in JOBS if j.name in names]
-    return check(jobs, opts.kills, seed, parallel=opts.parallel, markdown=opts.markdown, keep=opts.keep)
+    return check(jobs, opts.kills, seed, parallel=opts.parallel, markdown=opts.markdown, keep=opts.keep,
+                 source=opts.source.resolve())
 
 
 def check(jobs: Sequence[Job], kills: int, seed: int, *, parallel: int = 1, markdown: bool = False,
-          keep: bool = False, notebooks: Path = ROOT / "notebooks", python: str = sys.executable, say=None) -> int:
+          keep: bool = False, source: Path = ROOT, python: str = sys.executable, say=None) -> int:
     """Check ``jobs`` with ``kills`` kills each, ``parallel`` jobs at a time; print the tables; 0 if every figure of
     every job is perfect. Whatever happens, the jobs' processes are killed and the temporary folder removed."""
     say = say or (lambda message: print(message, flush=True))
@@ -866,8 +881,7 @@ def check(jobs: Sequence[Job], kills: int, seed: int, *, parallel: int = 1, mark
     pool = ThreadPoolExecutor(max_workers=max(1, parallel))
 
     def one(job: Job) -> Report:
-        checker = Check(root, random.Random(f"{seed}:{job.name}"), say=say, notebooks=notebooks, run_id=run_id,
-                        stop=stop)
+        checker = Check(root, random.Random(f"{seed}:{job.name}"), say=say, source=source, run_id=run_id, stop=stop)
         return checker.job(job, kills)
 
     try:
