@@ -177,6 +177,67 @@ def test_writes_outside_the_job_folder_are_left_alone(tmp_path):
     assert done.returncode == 0 and "alive" in done.stdout and outside.read_text() == "kept"
 
 
+def test_an_in_place_writer_is_cut_at_a_random_byte_and_its_own_open_is_not_counted(tmp_path):
+    done = injected_write(tmp_path, """
+        import sitecustomize as hook
+        def save(model, filepath):   # a writer that opens its path itself, as Keras's save_model does
+            with open(filepath, "wb") as f:
+                f.write(b"x" * 1000)
+        hook._in_place("fake save", save, 1, "filepath")(None, filepath="model.keras")
+        """)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    events = [json.loads(ln) for ln in (tmp_path / "ctl" / "writes.log").read_text().splitlines()]
+    assert [(e["kind"], e["writer"]) for e in events] == [("write", "fake save"), ("fired", "fake save")]
+    assert (tmp_path / "job" / "model.keras").stat().st_size == events[1]["cut"] < 1000 == events[1]["size"]
+
+
+def test_a_writers_module_is_patched_when_it_is_imported(tmp_path):
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "fakewriter.py").write_text("def save(): pass\n")
+    done = injected_write(tmp_path, """
+        import sitecustomize as hook
+        hook.PATCHES["fakewriter"] = lambda module: setattr(module, "patched", True)
+        import fakewriter
+        print(fakewriter.patched)
+        """)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
+
+
+@pytest.mark.parametrize("stage", ["shard data", "shard index", "merged index", "state not updated", "state temp"])
+def test_a_tensorflow_checkpoint_is_left_as_a_kill_at_each_stage_leaves_it(tmp_path, monkeypatch, stage):
+    """Never a truncated 'checkpoint' state file, nor a change to the checkpoint it names (ckpt-1)."""
+    inject = load("chaos_inject", ROOT / "tools" / "chaos_inject.py")
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    files = {"checkpoint": b'model_checkpoint_path: "ckpt-1"\n' * 3, "ckpt-1.index": b"i" * 300,
+             "ckpt-1.data-00000-of-00001": b"d" * 900, "ckpt-2.index": b"I" * 300,
+             "ckpt-2.data-00000-of-00001": b"D" * 900}
+    for name, data in files.items():
+        (backup / name).write_bytes(data)
+    inject._tf_leave(str(backup / "ckpt-2"), stage)
+    left = {str(p.relative_to(backup)): p.read_bytes() for p in backup.rglob("*") if p.is_file()}
+    for name in ("checkpoint", "ckpt-1.index", "ckpt-1.data-00000-of-00001"):
+        assert left[name] == files[name]
+    temp = {k: v for k, v in left.items() if k.startswith("ckpt-2_temp/")}
+    shard = "ckpt-2_temp/part-00000-of-00001"
+    if stage == "shard data":
+        assert "ckpt-2.index" not in left and "ckpt-2.data-00000-of-00001" not in left
+        (name, data), = temp.items()
+        assert name.startswith(f"{shard}.data-00000-of-00001.tempstate") and files["ckpt-2.data-00000-of-00001"
+                                                                                   ].startswith(data)
+    elif stage == "shard index":
+        assert "ckpt-2.index" not in left and temp[f"{shard}.data-00000-of-00001"] == b"D" * 900
+        assert any(k.startswith(f"{shard}.index.tempstate") and len(v) < 300 for k, v in temp.items())
+    elif stage == "merged index":
+        assert left["ckpt-2.data-00000-of-00001"] == b"D" * 900 and len(left["ckpt-2.index"]) < 300
+        assert temp == {f"{shard}.index": b"I" * 300}
+    elif stage == "state not updated":
+        assert left == files
+    else:
+        (name, data), = ((k, v) for k, v in left.items() if k.startswith("checkpoint.tmp"))
+        assert files["checkpoint"].startswith(data)
+
+
 # --------------------------------------------------------------------------- loading and parsing
 
 def test_files_to_check_and_what_does_not_load(tmp_path):

@@ -492,10 +492,13 @@ class Check:
         argv = [part.format(**values) for part in job.command]
         out = ctl / "output.log"
         follow = Follow([logs / job.progress_log] if job.progress_log else [out])
-        # A random kill: anywhere in the run's expected length. A mid-write kill is armed before the last epoch
-        # ends (its writes, and the end's, are still ahead), so that it rarely comes after the last write.
-        window = estimate.remaining(job.epochs - epochs_done) - (estimate.end if plan == "write" else 0.0)
-        delay = self.rng.uniform(0.2, max(0.3, window))
+        # A random kill: anywhere in the run's expected length. A mid-write kill is armed while it trains (the
+        # writes come at the ends of its epochs and after): spread over its epochs, rarely after its last write.
+        left = job.epochs - epochs_done
+        low, high = 0.2, estimate.remaining(left)
+        if plan == "write" and left > 0 and estimate.epoch > 0:
+            low, high = estimate.startup, estimate.startup + left * estimate.epoch
+        delay = self.rng.uniform(low, max(low + 0.1, high))
         skip = self.rng.randrange(WRITE_SKIP)
         armed, killed_at, t0 = False, None, time.monotonic()
         with open(out, "wb") as sink:
