@@ -116,7 +116,7 @@ def test_a_job_that_leaves_a_child_running_fails_processes_left_over(tmp_path):
     report, said = check_job(tmp_path, job(tmp_path, "child", start=CHILD), kills=1)
     value, ok = figures(report)["processes left over"]
     assert not ok and int(value) >= 1, said
-    assert "still alive after 2 s" in chaos.failures(report)
+    assert "still alive 2 s after the script ended" in chaos.failures(report)
 
 
 def test_a_job_that_overwrites_its_best_file_with_a_worse_epoch_fails_best_model_kept(tmp_path):

@@ -61,9 +61,12 @@ itself. A run that fails by itself is run once more; a second failure in a row s
 * *best model kept*: the best file's score that the job prints when it ends (it reloads the file) equals the best
   score logged before each kill, across all runs of the trial (within :attr:`Job.score_tol`); "n/a" for a job that
   keeps no best model.
-* *processes left over*: after each kill, after the job's grace period, the processes of that run still alive (each
-  run's processes carry ``CHAOS_TAG=<id>`` in their environment, inherited by workers and ranks; /proc is scanned).
-  They are killed after being counted, so nothing outlives the check.
+* *processes left over*: after each kill (and after each run's end), the processes of that run still alive after the
+  job's grace period (:attr:`Job.grace`: a launcher may take a few seconds to stop the survivors), or more than
+  ``ORPHAN_GRACE`` seconds after the process the check started has ended (nothing is left to stop them: ranks
+  that torchrun left behind would otherwise train on, unseen, when a job's remaining epochs fit in its grace).
+  Each run's processes carry ``CHAOS_TAG=<id>`` in their environment, inherited by workers and ranks; /proc is
+  scanned. They are killed after being counted, so nothing outlives the check.
 
 The temporary folder (scripts, job folders, logs, snapshots; also the jobs' ``TMPDIR``) is removed at the end, also on
 failure and on Ctrl-C; every wait has a time limit. This file is standard library only; the load check runs in the
@@ -97,6 +100,7 @@ sys.path.insert(0, str(HERE))
 import nblint  # noqa: E402  (tools/nblint.py: a notebook's %%writefile cells)
 
 KILLS_PER_TRIAL = 2
+ORPHAN_GRACE = 2.0        # seconds a job's process may outlive the process the check started (it should die with it)
 WRITE_SKIP = 3            # a mid-write kill hits the 1st, 2nd or 3rd write after the controller armed it
 POLL = 0.05
 NOISE = re.compile(r"^(?:[IWE]\d{4} [\d:. ]+\d+ \S+:\d+\]|WARNING: All log messages before absl|To enable the "
@@ -327,6 +331,7 @@ class Run:
     returncode: Optional[int] = None
     timed_out: bool = False
     leftovers: list = dataclasses.field(default_factory=list)
+    left_when: str = ""                    # when the leftovers were counted, in words
     seconds: float = 0.0
     cpu: float = 0.0                       # CPU seconds of its processes (those their parents waited for)
     first_offset: float = 0.0              # seconds from its start to its first epoch line
@@ -527,14 +532,20 @@ class Check:
                     kill_all(tag)
                     break
                 self.sleep()
-            # The grace period: after a kill the other processes must end by themselves; after an exit, at once.
-            deadline = time.monotonic() + (job.grace if run.kill else 1.0)
+            # The grace period: after a kill the processes left must end by themselves within the job's grace, and
+            # within ORPHAN_GRACE of the started process's end (nothing is left to stop them: they die with it).
+            deadline, ended = time.monotonic() + (job.grace if run.kill else ORPHAN_GRACE), None
             while time.monotonic() < deadline and (reap(proc, run) is None or tagged(tag)):
+                if proc.returncode is not None:
+                    ended = ended or time.monotonic()
+                    deadline = min(deadline, ended + ORPHAN_GRACE)
                 self.sleep()
             if run.kill is None and (fired := self.fired(ctl)) is not None:   # killed just as it exited
                 run.kill, killed_at = fired, time.monotonic() - t0
             left = tagged(tag)
             run.leftovers = [describe(pid, env, proc.pid, job.root) for pid, env in sorted(left.items())]
+            run.left_when = (f"{ORPHAN_GRACE:g} s after {job.root} ended" if ended else
+                             f"{job.grace:g} s after the kill" if run.kill else f"{ORPHAN_GRACE:g} s after the end")
         finally:
             kill_all(tag)
             reap(proc, run, timeout=10)
@@ -835,8 +846,8 @@ def failures(report: Report) -> str:
             for _, run in report.runs:
                 if run.leftovers:
                     out.append(f"  run {run.number} ({run.kill or 'ended by itself'}): "
-                               f"{', '.join(run.leftovers)} still alive after {report.job.grace:g} s; its log:\n"
-                               f"{tail(run.log, 10)}")
+                               f"{', '.join(run.leftovers)} still alive {run.left_when}; its log:\n"
+                               f"{tail(run.log, 10) or '    (no output)'}")
                     break
     return "\n".join(out)
 
