@@ -286,15 +286,6 @@ def test_the_tables_render_as_text_and_markdown():
     assert summary[0].startswith("| job | kills |") and summary[2].startswith("| quickstart | 2 of 2 (1 mid-write) |")
 
 
-@pytest.mark.slow(reason="one real job (lesson 05's train.py, TensorFlow) killed once: a minute; make chaos runs all")
-def test_lesson05_job_killed_once_end_to_end(tmp_path, capsys):
-    lesson05 = next(j for j in chaos.JOBS if j.name == "05")
-    report, said = check_job(tmp_path, lesson05, kills=1)
-    got = figures(report)
-    assert got["kills"][1] and len(report.kills) == 1, said
-    assert got["processes left over"] == ("0", True) and report.runs[-1][1].returncode in (0, 1), said
-
-
 def test_ctrl_c_kills_the_jobs_processes_and_removes_the_temporary_folder(tmp_path):
     """The check interrupted while two slow jobs run at once: their processes die, its folder goes."""
     pids = tmp_path / "pids"
