@@ -283,7 +283,7 @@ def test_the_tables_render_as_text_and_markdown():
         assert name in text and f"| {name} |" in md
     assert "2 of 2 (1 mid-write)" in text and "1 of 2" in text and "0 x1, ? x1" in text and "FAILED" in text
     summary = chaos.summary_table([report], markdown=True).splitlines()
-    assert summary[0].startswith("| job | kills |") and summary[2].startswith("| quickstart | 2 of 2 (1 mid-write) |")
+    assert summary[0].startswith("| job | kills |") and summary[2].startswith("| quick start | 2 of 2 (1 mid-write) |")
 
 
 def test_ctrl_c_kills_the_jobs_processes_and_removes_the_temporary_folder(tmp_path):

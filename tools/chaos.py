@@ -813,7 +813,8 @@ def summary_table(reports: Sequence[Report], markdown: bool = False) -> str:
              "processes left over", "seconds"]]
     for r in reports:
         figures = r.figures()
-        rows.append([r.job.name] + [v if ok else f"{v} (FAILED)" for _, v, ok in figures] + [f"{r.seconds:.0f}"])
+        rows.append([r.job.title.split(",")[0]] + [v if ok else f"{v} (FAILED)" for _, v, ok in figures]
+                    + [f"{r.seconds:.0f}"])
     return table(rows, markdown)
 
 
@@ -903,7 +904,10 @@ def check(jobs: Sequence[Job], kills: int, seed: int, *, parallel: int = 1, mark
             + ("" if keep else " (removed at the end)"))
         futures = [pool.submit(one, job) for job in jobs]
         reports = [f.result() for f in futures]
+        loading = time.monotonic()
         check_loads(reports, python)
+        say(f"chaos: the files of {sum(len(r.snapshots) for r in reports)} snapshot(s) loaded in "
+            f"{time.monotonic() - loading:.0f} s")
         say("")
         for r in reports:
             say(job_table(r, markdown) + "\n")
