@@ -630,11 +630,10 @@ class Check:
                 pending = []
             label = f"{job.name} trial {trial} run {run.number}"
             if run.kill:
-                queue.pop(0)
-                in_trial += 1
-                kill = Kill(plan or "random", run.kill, done, trial)
-                if plan == "random" and run.kill.startswith("mid-write"):   # pragma: no cover - cannot happen
-                    kill.mode = "write"
+                if queue:
+                    queue.pop(0)
+                in_trial, failures = in_trial + 1, 0
+                kill = Kill("write" if run.kill.startswith("mid-write") else "random", run.kill, done, trial)
                 report.kills.append(kill)
                 pending.append(kill)
                 self.say(f"{label}: killed {run.kill}; {done} epoch(s) done"
