@@ -1,9 +1,11 @@
 """``make chaos``: kill each resumable job a lesson teaches at random moments, half of the kills in the middle of a
 file write, rerun the same command after each kill until the job ends, and print what survived.
 
-Usage: ``python tools/chaos.py [--kills N] [--jobs quickstart,05,07,12] [--seed S] [--markdown] [--keep]``
-(``make chaos KILLS=20``; CI runs ``make chaos KILLS=2``). Exit status 1 when a figure is not perfect: the output
-says which figure of which job failed and shows the job's log.
+Usage: ``python tools/chaos.py [--kills N] [--jobs quickstart,05,07,12] [--parallel N] [--seed S] [--markdown]
+[--keep] [--source CHECKOUT]`` (``make chaos KILLS=20``, 2 jobs at a time; CI runs ``make chaos KILLS=2``). Exit
+status 1 when a figure is not perfect: the output says which figure of which job failed and shows the job's log.
+``--markdown`` prints the tables as Markdown (README's); ``--source`` checks another checkout's jobs (a branch's
+fixed jobs before they are merged).
 
 **The jobs** (:data:`JOBS`, one :class:`Job` each: how to start it, which lines say "epoch k done with score s",
 where its files go) are read at check time from where the lessons write them: the quick start from
@@ -20,9 +22,10 @@ itself. A run that fails by itself is run once more; a second failure in a row s
   runs so far) to one process of the job chosen at random (the script, the launcher, a worker, torchrun, a rank)
   or to all of them at once, as a lost machine. The surviving processes must then end by themselves.
 * *mid-write*: ``tools/chaos_inject.py``, copied as ``sitecustomize.py`` into a folder put first on the job's
-  ``PYTHONPATH``, logs every write into the job's folder; at a random moment the controller arms it, and the
-  first, second or third write after that (chosen at random, in whichever process) is left as a kill in the middle
-  of it leaves the file, and that process ``SIGKILL``\\s itself. Per writer (each checked in its source):
+  ``PYTHONPATH``, logs every write into the job's folder; at a random moment of the training the controller arms
+  it, and the first, second or third write after that (chosen at random, in whichever process) is left as a kill
+  in the middle of that write would leave it, and that process ``SIGKILL``\\s itself. Per writer (each checked in
+  its source):
 
   - Keras ``saving_lib.save_model`` (``model.save``, ``.keras``, ``ModelCheckpoint``) and
     ``saving_lib.save_weights_only`` (``save_weights``, ``.weights.h5``, ``BackupAndRestore``) write in place:
@@ -67,6 +70,15 @@ itself. A run that fails by itself is run once more; a second failure in a row s
   that torchrun left behind would otherwise train on, unseen, when a job's remaining epochs fit in its grace).
   Each run's processes carry ``CHAOS_TAG=<id>`` in their environment, inherited by workers and ranks; /proc is
   scanned. They are killed after being counted, so nothing outlives the check.
+
+**What a job must print** (its natural output, parsed by :class:`Job`'s regular expressions; adapt the job's entry
+when its output changes): a line when an epoch ends, printed *after* that epoch's files are written, with the
+epoch's number (or after a line that starts the epoch) and, for a job that keeps a best model, the monitored
+score: Keras's ``verbose=2`` lines ``Epoch k/N`` and ``... - val_accuracy: x - ...`` (user callbacks run before
+Keras's ProgbarLogger prints), lesson 07's ``[worker-0] epoch k/N loss=...``; where a run resumed, its first
+epoch line, or a line of its own (07's ``restored ckpt-k: k epoch(s) done``, the quick start's
+``start after epoch k of N``); for a best model, the score of the reloaded file at the end (``best.keras reloads:
+val_accuracy x``). Lesson 12's job prints none of these today: its entry expects ``epoch k/N`` lines.
 
 The temporary folder (scripts, job folders, logs, snapshots; also the jobs' ``TMPDIR``) is removed at the end, also on
 failure and on Ctrl-C; every wait has a time limit. This file is standard library only; the load check runs in the
