@@ -103,6 +103,7 @@ help:
 	@echo "make timings      - measure every notebook (2 cores + one core) and regenerate docs/workshop.md's timing table"
 	@echo "make gpu-check    - on a GPU machine: every notebook on 1 GPU split in 2 and on 2 real GPUs, timed, with a report"
 	@echo "make slurm-check  - start a one-node Slurm here and run the course's jobs under it (root; tools/slurm/check.sh)"
+	@echo "make chaos        - kill each resumable job KILLS=20 times (half mid-write), rerun it, check what survived"
 	@echo "make sync-notebooks - everything generated from the lessons' registry: README's table, the course map,"
 	@echo "                    the workshop tables, each notebook's badges and Setup, the one notebook format"
 	@echo "make clean        - remove the environments, the time capsule and built outputs"
@@ -325,3 +326,13 @@ SLURM_CHECK := tools/slurm/check.sh
 slurm-check: $(TORCH_STAMP)
 	@test -f $(SLURM_CHECK) || { echo "slurm-check: $(SLURM_CHECK) does not exist yet: no Slurm check ran"; exit 1; }
 	PYTHON="$(CURDIR)/$(PY)" $(TEST_ENV) bash $(SLURM_CHECK)
+
+# Fault injection (tools/chaos.py): the jobs the lessons teach to resume (the quick start, lesson 05's train.py, lesson
+# 07's two workers, lesson 12's DDP job), each killed KILLS times at random moments, half of them mid-write, and rerun
+# until it ends; a table of six figures per job; fails unless every figure is perfect. CI runs KILLS=2.
+KILLS ?= 20
+CHAOS_ARGS ?=
+.PHONY: chaos
+chaos: $(TORCH_STAMP)
+	$(REFRESH_HELPERS)
+	$(TEST_ENV) $(PY) tools/chaos.py --kills $(KILLS) --parallel 2 $(CHAOS_ARGS)

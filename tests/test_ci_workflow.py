@@ -74,7 +74,7 @@ def test_the_full_run_is_make_test_on_both_stacks():
     Makefile's TEST_RERUN), and the other checks CI promises."""
     full = set(_make_lines((ROOT / ".ci" / "run").read_text()))
     assert {"make test", "make test STACK=hosted", "make book-test", "make slurm-check", "make lint",
-            "make capsule"} <= full
+            "make capsule", "make chaos KILLS=2"} <= full
     dry = subprocess.run(["make", "-n", "--no-print-directory", "test"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60, stdin=subprocess.DEVNULL, env=_env())
     assert " NB_RERUN=each " in dry.stdout.splitlines()[-1], dry.stdout[-500:]
