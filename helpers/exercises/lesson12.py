@@ -99,8 +99,8 @@ def _solve_step():
 
 register("12.1", title="write the DDP training step", checker=_check_step, solution=_solve_step,
          expects="function", takes=5, wants="a function train_step(ddp_model, optimizer, loss_fn, x, y)",
-         hint="backward() on the wrapped model already averages the gradients over the ranks: what loss does "
-              "each rank need, what must be cleared before each backward(), and which flag tells Keras it trains?")
+         hint="DDP's backward() already averages over the ranks: what loss does each rank need, what must be "
+              "cleared before each backward(), and what tells Keras that it trains?")
 
 
 def _check_epochs(answer):
