@@ -18,10 +18,14 @@ INSTALL = ("PyTorch is not installed here; lesson 12 needs it (Colab and Kaggle 
 
 
 def process_plan(n_gpus: int) -> tuple[list[str], str]:
-    """(a device per process, collective): 2+ GPUs: one each, NCCL; else 2 CPU processes, gloo (never 2 on 1 GPU)."""
+    """(a device per process, collective), as lesson 12's ``NPROC`` line and worker decide: 2+ GPUs: one process on
+    each of the first 2**k (the largest power of two <= n_gpus, so the global batch of 64 divides: 3 GPUs -> 2,
+    6 -> 4), NCCL; else 2 CPU processes, gloo (NCCL never puts 2 processes on 1 GPU)."""
     if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 0:
         raise ValueError(f"n_gpus must be a whole number >= 0, got {n_gpus!r}")
-    return ([f"cuda:{i}" for i in range(n_gpus)], "nccl") if n_gpus >= 2 else (["cpu", "cpu"], "gloo")
+    if n_gpus < 2:
+        return ["cpu", "cpu"], "gloo"
+    return [f"cuda:{i}" for i in range(1 << (n_gpus.bit_length() - 1))], "nccl"
 
 
 def setup(where: str, advice: Callable[[str, int], str]) -> list[str]:

@@ -47,7 +47,7 @@ GIVEAWAYS = {
     "10.2": ["* 4", "4000", "warmup_steps=400", "1e-3"],
     "11.1": ["(None, 'batch', None)", "/kernel", "(key|value)"],
     "11.2": ["inside the scope", "/kernel", "(key|value)"],
-    "12.1": ["zero_grad", "/ world", "get_world_size", ".module", "loss_fn(y, ddp_model(x))"],
+    "12.1": ["zero_grad", "/ world", "get_world_size", ".module", "loss_fn(y, ddp_model(x))", "training=True"],
     "12.2": ["set_epoch", "get_rank() == 0", "rank == 0", "if rank"],
 }
 

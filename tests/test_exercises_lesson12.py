@@ -29,40 +29,49 @@ def _verdict(key, answer):
 
 def keras_loss_as_it_is(ddp_model, optimizer, loss_fn, x, y):     # right, written another way
     optimizer.zero_grad(set_to_none=True)
+    loss_fn(y, ddp_model(x, training=True)).backward()
+    optimizer.step()
+
+
+def pytorch_train_mode(ddp_model, optimizer, loss_fn, x, y):       # right numbers here, but Keras never reads
+    ddp_model.train()                                               # .train(): Dropout and BatchNorm would not
+    optimizer.zero_grad()                                           # train (keras layer.py, "Infer training value")
     loss_fn(y, ddp_model(x)).backward()
     optimizer.step()
 
 
 def divided_by_the_ranks(ddp_model, optimizer, loss_fn, x, y):     # code for tf.distribute: averaged twice
     optimizer.zero_grad()
-    (loss_fn(y, ddp_model(x)) / torch.distributed.get_world_size()).backward()
+    (loss_fn(y, ddp_model(x, training=True)) / torch.distributed.get_world_size()).backward()
     optimizer.step()
 
 
 def around_ddp(ddp_model, optimizer, loss_fn, x, y):               # the unwrapped model: no all-reduce
     optimizer.zero_grad()
-    loss_fn(y, ddp_model.module(x)).backward()
+    loss_fn(y, ddp_model.module(x, training=True)).backward()
     optimizer.step()
 
 
 def gradients_kept(ddp_model, optimizer, loss_fn, x, y):           # no zero_grad: step 2 adds step 1's gradients
-    loss_fn(y, ddp_model(x)).backward()
+    loss_fn(y, ddp_model(x, training=True)).backward()
     optimizer.step()
 
 
 def no_step(ddp_model, optimizer, loss_fn, x, y):
-    loss_fn(y, ddp_model(x))
+    loss_fn(y, ddp_model(x, training=True))
 
 
 def raises(ddp_model, optimizer, loss_fn, x, y):                  # a typo: the ranks fail, the checker says why
     optimizer.zero_grad()
-    loss_fn(y, ddp_model(x)).backward()
+    loss_fn(y, ddp_model(x, training=True)).backward()
     optimizer.stpe()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("answer, ok, words", [
     (keras_loss_as_it_is, True, "one process's step on the global batch of 32, twice"),
+    (pytorch_train_mode, False, "the steps are right for this model, but your code called the model without "
+                                "training=True: Keras takes the flag from the call, never from PyTorch's .train()"),
     (divided_by_the_ranks, False, "the step is 0.500x one process's step on the global batch of 32 (want 1x): "
                                   "the loss was averaged twice"),
     (around_ddp, False, "the two ranks' weights differ after a step: call the model DDP wrapped"),
@@ -101,7 +110,7 @@ def only_set_epoch_missing(ddp_model, loader, optimizer, loss_fn, epochs, out_di
     for _ in range(epochs):
         for x, y in loader:
             optimizer.zero_grad()
-            loss_fn(y, ddp_model(x)).backward()
+            loss_fn(y, ddp_model(x, training=True)).backward()
             optimizer.step()
         if torch.distributed.get_rank() == 0:
             ddp_model.module.save(f"{out_dir}/model.keras")
@@ -112,7 +121,7 @@ def every_rank_saves(ddp_model, loader, optimizer, loss_fn, epochs, out_dir):
         loader.sampler.set_epoch(epoch)
         for x, y in loader:
             optimizer.zero_grad()
-            loss_fn(y, ddp_model(x)).backward()
+            loss_fn(y, ddp_model(x, training=True)).backward()
             optimizer.step()
         ddp_model.module.save(f"{out_dir}/model.keras")
 
@@ -122,7 +131,7 @@ def nobody_saves(ddp_model, loader, optimizer, loss_fn, epochs, out_dir):
         loader.sampler.set_epoch(epoch)
         for x, y in loader:
             optimizer.zero_grad()
-            loss_fn(y, ddp_model(x)).backward()
+            loss_fn(y, ddp_model(x, training=True)).backward()
             optimizer.step()
 
 
@@ -136,6 +145,7 @@ def test_12_2_wrong_answers(answer, words):
     ok, text = _verdict("12.2", answer)
     assert not ok and all(w in text for w in words), text
     assert ("same order" in text) == (answer is only_set_epoch_missing), text
+    assert "training=True" not in text, text                  # each of them calls the model as it should
 
 
 @pytest.mark.slow
@@ -143,6 +153,24 @@ def test_12_2_the_notebooks_broken_function_has_both_faults(tmp_path):
     ok, text = _verdict("12.2", _notebook_run_epochs(tmp_path))
     assert not ok and "same rows in the same order" in text, text
     assert "rank 1 wrote ['model-0.keras', 'model-1.keras'] too" in text, text
+    assert "training=True" not in text, text                      # its steps call the model as they should
+
+
+def _epochs_reports(training):
+    """What the two ranks of a right 12.2 answer report (exercise12_worker.py, mode "epochs"), with the flag of
+    each call of the model as ``training`` (its Mode layer's record)."""
+    read = list(range(16)) + list(range(16, 32))                      # two epochs, two orders
+    return [{"rank": r, "per_epoch": 16, "read": read, "files": ["model.keras"] if r == 0 else [],
+             "start": [0.0], "after": [1.0], "training": training} for r in (0, 1)]
+
+
+@pytest.mark.parametrize("training, ok", [([True] * 4, True), ([False] * 4, False), ([True, False] * 2, False)])
+def test_12_2_wants_every_call_in_training_mode(training, ok, monkeypatch):
+    """The checker's training-flag rule on the ranks' reports (the worker's recording runs for real in 12.1's
+    pytorch_train_mode case): one call without training=True is enough to fail, with the reason."""
+    monkeypatch.setattr(lesson12, "_run_answer", lambda fn, mode: (True, _epochs_reports(training)))
+    got, text = lesson12._check_epochs(lambda *a: None)
+    assert got is ok and ("called the model without training=True" in text) is not ok, text
 
 
 def test_12_2_unattempted_starts_nothing(monkeypatch):

@@ -258,13 +258,13 @@ def _lesson12_lines(prefixes, source, **scope):
     ("server_a100x8", [(f"cuda:{i}", "nccl") for i in range(8)]),
 ])
 def test_12_each_rank_gets_a_device_and_a_collective(machine, want):
-    """The worker's device_and_backend (from the notebook's ddp_train.py cell, run without PyTorch), for the number
+    """The worker's device_and_backend (from the notebook's common.py cell, run without PyTorch), for the number
     of processes the notebook's launcher starts; Setup's plan and the Copy box's rule agree with it."""
     n_gpus, _ = MACHINES[machine]
     nb = json.loads(LESSON12.read_text())
     nproc = _lesson12_lines(("NPROC = ",), "\n".join(src for _, src in nblint.code_cells(nb)),
                             torch=_fake_torch(n_gpus))["NPROC"]
-    tree = ast.parse(nblint.written_files(nb)["ddp_train.py"])
+    tree = ast.parse(nblint.written_files(nb)["common.py"])
     [rule] = [ast.unparse(n) for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "device_and_backend"]
     scope = {}
     exec(rule, scope)

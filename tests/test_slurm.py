@@ -311,4 +311,4 @@ def test_the_job_scripts_take_the_routes_the_lessons_teach():
     assert "srun --kill-on-bad-exit=1 python mwms_train.py" in LESSONS["07"]["mwms_job.sbatch"]
     assert "srun --kill-on-bad-exit=1 python jax_worker.py" in LESSONS["08"]["jax_job.sbatch"]
     assert "kd.initialize()\n" in LESSONS["08"]["jax_worker.py"]          # no arguments under srun
-    assert "srun torchrun" in LESSONS["12"]["torch_job.sbatch"]          # PyTorch's form: srun starts torchrun
+    assert 'srun --cpus-per-task="$SLURM_CPUS_PER_TASK" torchrun' in LESSONS["12"]["torch_job.sbatch"]   # srun starts torchrun

@@ -142,7 +142,7 @@ TAUGHT_CALLS = {
            "set_distribution(None)", "from_preset("],
     "12": ["torch.distributed.run", "init_process_group(", "DistributedDataParallel(", "DistributedSampler(",
            ".set_epoch(", "torch.cuda.set_device(", "with keras.device(", "dist.all_reduce(", "kd.DataParallel(",
-           "tf.distribute.MirroredStrategy(", "%%writefile", "srun torchrun"],
+           "tf.distribute.MirroredStrategy(", "%%writefile", "srun --cpus-per-task=\"$SLURM_CPUS_PER_TASK\" torchrun"],
 }
 
 

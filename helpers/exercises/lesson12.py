@@ -22,6 +22,18 @@ WORKER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "exercise12
 _HEADER = "import keras\nimport numpy as np\nimport torch\nimport torch.distributed as dist\n\n"
 
 
+#: What a step without ``training=True`` misses (keras/src/layers/layer.py, "Infer training value", 3.13-3.15).
+NOT_TRAINING = ("your code called the model without training=True: Keras takes the flag from the call, never from "
+                "PyTorch's .train(), so Dropout would not drop and BatchNorm would not update its statistics; call "
+                "ddp_model(x, training=True) (DDP passes keyword arguments on to the model)")
+
+
+def _in_training_mode(outs: list) -> bool:
+    """True when every call of the model, on every rank, passed ``training=True`` (the worker's ``Mode`` layer
+    records the flag of each call; an answer that never calls the model fails another check)."""
+    return all(all(o["training"]) for o in outs)
+
+
 def _run_answer(fn, mode: str) -> tuple[bool, object]:
     """Run ``fn`` on two ranks: ``(True, [rank 0's report, rank 1's])`` or ``(False, message)``."""
     try:
@@ -69,6 +81,8 @@ def _check_step(answer):
     if not np.allclose(mine[1], ref[1], rtol=1e-4, atol=1e-6):
         return False, ("the first step is right, the second is not: the first step's gradients were still there; "
                        "clear them before each backward()")
+    if not _in_training_mode(outs):
+        return False, "the steps are right for this model, but " + NOT_TRAINING
     return True, ("both ranks made one process's step on the global batch of 32, twice: each rank's mean loss, "
                   "and DDP's average of the gradients in backward()")
 
@@ -76,7 +90,7 @@ def _check_step(answer):
 def _solve_step():
     def train_step(ddp_model, optimizer, loss_fn, x, y):
         optimizer.zero_grad()                  # the last step's gradients would add up
-        loss = loss_fn(y, ddp_model(x))        # this rank's mean: DDP averages the gradients over the ranks
+        loss = loss_fn(y, ddp_model(x, training=True))   # this rank's mean; DDP averages the gradients
         loss.backward()
         optimizer.step()
         return loss.detach()
@@ -85,8 +99,8 @@ def _solve_step():
 
 register("12.1", title="write the DDP training step", checker=_check_step, solution=_solve_step,
          expects="function", takes=5, wants="a function train_step(ddp_model, optimizer, loss_fn, x, y)",
-         hint="backward() on the wrapped model already averages the gradients over the ranks: what loss does "
-              "each rank need, and what must be cleared before each backward()?")
+         hint="DDP's backward() already averages over the ranks: what loss does each rank need, what must be "
+              "cleared before each backward(), and what tells Keras that it trains?")
 
 
 def _check_epochs(answer):
@@ -102,7 +116,8 @@ def _check_epochs(answer):
         (one["files"], f"rank 1 wrote {one['files']} too: every rank holds the same weights, and two writers of one "
          "file race; let only rank 0 save"),
         (not zero["files"], "rank 0 wrote no checkpoint: keep the save, on rank 0"),
-        (zero["after"] == zero["start"], "the weights did not change: keep the training steps")) if bad]
+        (zero["after"] == zero["start"], "the weights did not change: keep the training steps"),
+        (not _in_training_mode(outs), NOT_TRAINING)) if bad]
     if wrong:
         return False, "; ".join(wrong)
     return True, (f"every epoch read new rows in a new order, and only rank 0 wrote {zero['files']}: the "
@@ -116,7 +131,7 @@ def _solve_epochs():
             loader.sampler.set_epoch(epoch)    # a new order each epoch, the same on every rank
             for x, y in loader:
                 optimizer.zero_grad()
-                loss_fn(y, ddp_model(x)).backward()
+                loss_fn(y, ddp_model(x, training=True)).backward()   # Keras reads the flag from the call
                 optimizer.step()
             if dist.get_rank() == 0:           # one writer: every rank holds the same weights
                 ddp_model.module.save(f"{out_dir}/model.keras")

@@ -19,8 +19,19 @@ from torch.utils.data import DataLoader, DistributedSampler  # noqa: E402
 GLOBAL, STEPS, LR = 32, 2, 0.5     # rows per step over both ranks; steps (or epochs); SGD's learning rate
 
 
+class Mode(keras.layers.Layer):   # passes its input on; records the `training` flag of every call
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def call(self, x, training=False):   # Keras sets it from the model's call, never from PyTorch's .train()
+        self.calls.append(bool(training))
+        return x
+
+
 def model_fn():               # fixed first weights: the same on both ranks and in the reference
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
+    model = keras.Sequential([keras.Input((8,)), Mode(), keras.layers.Dense(3)])
+    model.layers[0].calls.clear()        # building the model called it once, symbolically
     rng = np.random.default_rng(1)
     model.set_weights([rng.uniform(-0.5, 0.5, w.shape).astype("float32") for w in model.get_weights()])
     return model
@@ -69,7 +80,7 @@ with keras.device("cpu"):
             rows = slice(s * GLOBAL, (s + 1) * GLOBAL)
             run_answer(ddp, optimizer, loss_fn, x[rows][rank::world], y[rows][rank::world])
             sgd.zero_grad()
-            loss_fn(y[rows], ref(x[rows])).backward()      # the whole global batch
+            loss_fn(y[rows], ref(x[rows], training=True)).backward()      # the whole global batch
             sgd.step()
             out["after"].append(flat(model))
             out["reference"].append(flat(ref))
@@ -80,6 +91,7 @@ with keras.device("cpu"):
         os.makedirs(mine, exist_ok=True)
         run_answer(ddp, loader, optimizer, loss_fn, STEPS, mine)
         out.update(read=data.read, per_epoch=len(data) // world, files=sorted(os.listdir(mine)), after=flat(model))
+out["training"] = model.layers[0].calls        # the flag of each of the learner's calls of the model
 with open(f"out-{rank}.json", "w") as f:      # in the working folder, the checker's
     json.dump(out, f)
 del ddp                                        # it holds the process group: its gloo threads end with it

@@ -389,7 +389,7 @@ class Checks:
         self.s.completed(self.pt / "torch_job.sbatch", 2, self.pt / "ddp_train.py", EPOCHS, 64, chdir=mine)
         started_by_hand([self.s.env["PYTHON"], "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                          self.pt / "ddp_train.py", EPOCHS, 64], [self.s.env], cwd=hand)
-        ours, theirs = read_reports(mine, "report-*.json"), read_reports(hand, "report-*.json")
+        ours, theirs = (read_reports(folder / "ddp_train.out", "report-*.json") for folder in (mine, hand))
         verdict = same_result(ours, theirs, rank="rank", count=None)
         if len({json.dumps(r["weights"]) for r in ours + theirs}) != 1:
             raise CheckFailed("the ranks' weights differ, under Slurm or from the run by hand")
