@@ -219,4 +219,5 @@ def test_kills_during_writes_lose_at_most_the_epoch_in_progress(tmp_path):
     assert best >= max(v for _, v in printed) - 0.002 and after[0][1] < best - 0.1, (  # the set-up: a worse epoch
         f"expected epoch 6 worse than best.keras's {best}: {after}\n{final.stdout}")
     assert abs(_reloads(final.stdout) - best) < 0.002, f"best.keras lost the best ({best}):\n{final.stdout}"
-    assert sorted(p.name for p in (tmp_path / RUN).iterdir()) == OWN       # the leftover temporary files are gone
+    left = {p.name for p in (tmp_path / RUN).iterdir()}      # and maybe a temporary file cut by a kill, never read
+    assert set(OWN) <= left <= {*OWN, "tmp-best.keras", "tmp-state.weights.h5"}, left
