@@ -46,11 +46,11 @@ def end_of_epoch(epoch, logs):  # the best model, then the state to resume from;
         save(model.save, "best.keras")
     scores.append(logs["val_accuracy"])
     save(model.save_weights, "state.weights.h5")   # weights and optimizer: its step count gives the epoch
-# 6. fit, after the epochs done. A resumed run loads its state, and reads its best score back from best.keras.
-scores = [0.0]
+# 6. fit, after the epochs done: a resumed run reads its best score back from best.keras, and loads its state.
+scores = [keras.models.load_model(f"{RUN}/best.keras").evaluate(val, verbose=0)[1]
+          if os.path.exists(f"{RUN}/best.keras") else 0.0]
 if os.path.exists(f"{RUN}/state.weights.h5"):
     model.load_weights(f"{RUN}/state.weights.h5")
-    scores = [keras.models.load_model(f"{RUN}/best.keras").evaluate(val, verbose=0)[1]]
 done = int(model.optimizer.iterations.numpy()) // len(train)
 print(f"start after epoch {done} of 6; best so far: val_accuracy {max(scores):.4f}")
 model.fit(train, validation_data=val, epochs=6, initial_epoch=done, shuffle=False, verbose=2,

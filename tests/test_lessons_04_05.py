@@ -93,11 +93,13 @@ def _start(log: str) -> tuple[int, float]:
 
 @pytest.mark.slow
 def test_lesson_05s_copy_box_survives_kills_mid_write_and_keeps_the_best(tmp_path):
-    """The box alone, in a folder that holds a learner's files, three runs:
+    """The box alone, in a folder that holds a learner's files, four runs:
 
-    1. killed halfway through writing its state at epoch 2 (after epoch 2's better model went into best.keras);
-    2. killed halfway through writing best.keras, at its first save (epoch 2 or 3);
-    3. resumed from a state whose model was zeroed: every resumed epoch scores lower, and best.keras keeps the
+    1. killed right after best.keras of epoch 1 was renamed into place, before its state was written: the next
+       run starts over, with best.keras's score as its best so far;
+    2. killed halfway through writing its state at epoch 2 (after epoch 2's better model went into best.keras);
+    3. killed halfway through writing best.keras, at its first save (epoch 2 or 3);
+    4. resumed from a state whose model was zeroed: every resumed epoch scores lower, and best.keras keeps the
        best. After every kill the next run starts after the last epoch printed (or the one after it) and its
        best.keras scores at least the best printed; the learner's files are kept byte for byte.
     """
@@ -109,17 +111,20 @@ def test_lesson_05s_copy_box_survives_kills_mid_write_and_keeps_the_best(tmp_pat
     for name, data in mine.items():
         (job / name).parent.mkdir(exist_ok=True)
         (job / name).write_bytes(data)
-    printed = []
-    for name, nth in [("state.weights.h5", 2), ("best.keras", 1)]:
-        with TrainingRun(killpoints.command(script, name, nth, "mid")[1:], job, env={"PYTHONPATH": ""}) as run:
+    printed, starts = [], []
+    for name, nth, how in [("best.keras", 1, "after"), ("state.weights.h5", 2, "mid"), ("best.keras", 1, "mid")]:
+        with TrainingRun(killpoints.command(script, name, nth, how)[1:], job, env={"PYTHONPATH": ""}) as run:
             code = run.wait(timeout=300)
         log = run.log()
-        assert code == -9 and f"KILLED while writing train.run/tmp-{name}" in log, (code, log)
+        where = f"while writing train.run/tmp-{name}" if how == "mid" else f"after renaming onto train.run/{name}"
+        assert code == -9 and f"KILLED {where}" in log, (code, log)
         start, best = _start(log)
         last = max((k for k, _ in printed), default=0)
         assert last <= start <= last + 1, f"the last epoch printed was {last}; this run started after {start}"
         assert best >= max((v for _, v in printed), default=0.0) - 0.002, (best, printed, log)
         printed += killpoints.epochs(log)
+        starts.append((start, best))
+    assert starts[1][0] == 0 and starts[1][1] > 0.1, starts     # over again, best.keras of run 1 still the best
     before = _score(job / "train.run" / "best.keras")
     assert before >= max(v for _, v in printed) - 0.004, (before, printed)
     _zero_arrays(job / "train.run" / "state.weights.h5")          # the resumed run starts from zeroed weights

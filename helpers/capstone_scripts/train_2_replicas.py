@@ -17,7 +17,6 @@ MARK = os.path.join(RUN, ".made-by-train_2_replicas")
 if os.path.isdir(RUN) and os.listdir(RUN) and not os.path.isdir(MARK):   # an empty folder is taken over
     raise SystemExit(f"{os.path.abspath(RUN)} was not made by this script: move or rename it, then run again")
 os.makedirs(MARK, exist_ok=True)                     # the folder and its mark
-
 gpus = tf.config.list_physical_devices("GPU")       # multi_gpu_model(model, gpus=2) is gone: the quick start's rule
 if not gpus:                                         # no GPU: split the CPU in two
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -49,9 +48,10 @@ class Checkpoints(keras.callbacks.Callback):        # lesson 05's job script: th
         save(self.model.save_weights, "state.weights.h5")   # weights and optimizer: its step count gives the epoch
 
 checkpoints, best = Checkpoints(), os.path.join(RUN, "best.keras")
-if os.path.exists(os.path.join(RUN, "state.weights.h5")):   # resume, and read the best score back from best.keras
-    model.load_weights(os.path.join(RUN, "state.weights.h5"))
+if os.path.exists(best):                             # a resumed run reads its best score back from best.keras
     checkpoints.best = keras.models.load_model(best).evaluate(x_val, y_val, verbose=0)[1]
+if os.path.exists(os.path.join(RUN, "state.weights.h5")):   # and loads its state
+    model.load_weights(os.path.join(RUN, "state.weights.h5"))
 done = int(model.optimizer.iterations.numpy()) // math.ceil(len(x_train) / BATCH_SIZE)
 print("SETUP", json.dumps({"global_batch": BATCH_SIZE, "checkpoint": best, "monitor": "val_accuracy",
                            "save_best_only": True}))
