@@ -2,7 +2,7 @@
 
 Why: "a killed job resumes from its last backup" only convinces with a real process and a real ``SIGKILL``.
 :class:`TrainingRun` runs ``python <command>`` in its own process group, in its output folder (a script that
-writes ``best.keras`` and ``backup/`` with relative paths writes them there), and waits for a line in its log.
+writes its files with relative paths writes them there), and waits for a line in its log.
 """
 
 from __future__ import annotations

@@ -21,11 +21,58 @@ from helpers.exercises import capstone
 
 CAPSTONE = "05.2"
 SOLUTION_SOURCE = capstone.SOLUTION.read_text()
+#: A right answer of another kind, the one lesson 05's section 2 starts from: ModelCheckpoint with the best score
+#: read back into initial_value_threshold, and BackupAndRestore. The checker's contract (a kill after epoch 1)
+#: accepts it; the course's own solution also survives a kill during a write (lesson 05, tests/test_lessons_04_05).
+KERAS_CALLBACKS_ANSWER = '''"""The 2018 script ported to Keras 3: MirroredStrategy on 2 replicas or more, checkpointed, resumable."""
+import argparse
+import json
+import os
+
+import keras
+import tensorflow as tf
+from digits_job import EpochLine, build_model, load_data  # the data, the model, the checker's EPOCH line
+
+p = argparse.ArgumentParser()
+p.add_argument("--out", required=True)               # best.keras and backup/ go here
+p.add_argument("--epochs", type=int, default=3)
+args = p.parse_args()
+os.makedirs(args.out, exist_ok=True)
+
+gpus = tf.config.list_physical_devices("GPU")       # multi_gpu_model(model, gpus=2) is gone: the quick start's rule
+if not gpus:                                         # no GPU: split the CPU in two
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+elif len(gpus) == 1:                                 # one GPU: split it in two
+    half = tf.config.LogicalDeviceConfiguration(memory_limit=2048)
+    tf.config.set_logical_device_configuration(gpus[0], [half, half])
+strategy = tf.distribute.MirroredStrategy()          # 2+ GPUs: all of them
+print("replicas:", strategy.extended.worker_devices)
+BATCH_SIZE = 32 * strategy.num_replicas_in_sync      # 32 rows per replica
+LEARNING_RATE = 0.01 * strategy.num_replicas_in_sync  # linear scaling rule: N times the batch, N times the step
+
+(x_train, y_train), (x_val, y_val) = load_data()
+with strategy.scope():                               # variables (and BatchNorm's) mirrored on each replica
+    model = build_model()
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=0.9),   # lr= is gone
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+best, backup = os.path.join(args.out, "best.keras"), os.path.join(args.out, "backup")
+# BackupAndRestore does not keep ModelCheckpoint's best score, so a resumed run reads it back from best.keras.
+resuming = os.path.isdir(backup) and os.path.exists(best)
+best_so_far = keras.models.load_model(best).evaluate(x_val, y_val, verbose=0)[1] if resuming else None
+checkpoint = keras.callbacks.ModelCheckpoint(best, monitor="val_accuracy", save_best_only=True,
+                                             initial_value_threshold=best_so_far)
+print("SETUP", json.dumps({"global_batch": BATCH_SIZE, "checkpoint": checkpoint.filepath,
+                           "monitor": checkpoint.monitor, "save_best_only": checkpoint.save_best_only}))
+history = model.fit(x_train, y_train, batch_size=BATCH_SIZE, epochs=args.epochs, validation_data=(x_val, y_val),
+                    callbacks=[checkpoint, keras.callbacks.BackupAndRestore(backup), EpochLine()], verbose=0)
+print("DONE", json.dumps({"epochs_run": len(history.history["loss"])}), flush=True)
+'''
 
 
-def _variant(tmp_path, *replacements):
-    """The solution with each (old, new) replacement applied once (each must match), next to its module."""
-    source = SOLUTION_SOURCE
+def _variant(tmp_path, *replacements, source=SOLUTION_SOURCE):
+    """The solution (or ``source``) with each (old, new) replacement applied once (each must match), next to its
+    module."""
     for old, new in replacements:
         assert source.count(old) == 1, old
         source = source.replace(old, new)
@@ -58,7 +105,7 @@ def test_capstone_scripts_are_short_and_helper_free(path):
     imported |= {(node.module or "").split(".")[0] for node in ast.walk(ast.parse(source))
                  if isinstance(node, ast.ImportFrom)}
     assert "helpers" not in imported
-    assert len(source.splitlines()) <= 50
+    assert len(source.splitlines()) <= 60                             # the course's rule for a script
 
 
 def test_the_given_script_is_written_the_keras_2_way():
@@ -143,14 +190,32 @@ def test_capstone_solution_passes_resumes_and_keeps_the_best():
         assert phrase in text, (phrase, text)
 
 
+def test_the_solution_follows_lesson_05s_job_script():
+    """Its own marked folder inside --out, atomic saves, one state file, the epoch from the optimizer's steps."""
+    for idiom in ('os.path.join(args.out, "train_2_replicas.run")', "os.replace(", "os.makedirs(MARK, exist_ok=True)",
+                  "model.optimizer.build(model.trainable_variables)", 'save(self.model.save, "best.keras")',
+                  'save(self.model.save_weights, "state.weights.h5")', "initial_epoch=done",
+                  "callbacks=[checkpoints, EpochLine()]"):
+        assert idiom in SOLUTION_SOURCE, idiom
+    for gone in ("BackupAndRestore", "ModelCheckpoint"):      # they write in place: a kill mid-write strands them
+        assert gone not in SOLUTION_SOURCE, gone
+
+
+@pytest.mark.slow
+def test_capstone_a_keras_callbacks_answer_passes(tmp_path):
+    """ModelCheckpoint + initial_value_threshold + BackupAndRestore, as a learner may port it: accepted."""
+    ok, text = exercises.verdict(CAPSTONE, _variant(tmp_path, source=KERAS_CALLBACKS_ANSWER))
+    assert ok, text
+    assert "resumed at epoch 2" in text and "best.keras kept the best model" in text, text
+
+
 @pytest.mark.slow
 def test_capstone_batch_rate_and_resume_left_alone(tmp_path):
-    """Global batch left at 32, learning rate left at 0.01, no BackupAndRestore: three messages."""
+    """Global batch left at 32, learning rate left at 0.01, fit not told the epochs done: three messages."""
     answer = _variant(tmp_path,
                       ("BATCH_SIZE = 32 * strategy.num_replicas_in_sync", "BATCH_SIZE = 32"),
                       ("LEARNING_RATE = 0.01 * strategy.num_replicas_in_sync", "LEARNING_RATE = 0.01"),
-                      ("callbacks=[checkpoint, keras.callbacks.BackupAndRestore(backup), EpochLine()]",
-                       "callbacks=[checkpoint, EpochLine()]"))
+                      ("epochs=args.epochs, initial_epoch=done,", "epochs=args.epochs,"))
     text = _capstone_not_yet(answer,
                              "the global batch is 32, 16 per replica", "32 x num_replicas_in_sync = 64",
                              "the learning rate is 0.01 (left at the one-device rate)", "linear scaling rule",
@@ -161,15 +226,17 @@ def test_capstone_batch_rate_and_resume_left_alone(tmp_path):
 
 @pytest.mark.slow
 def test_capstone_best_model_lost_after_the_restart(tmp_path):
-    """No initial_value_threshold: the first (worse) epoch after the restart overwrites best.keras."""
-    answer = _variant(tmp_path, ("initial_value_threshold=best_so_far", "initial_value_threshold=None"))
+    """ModelCheckpoint without initial_value_threshold (lesson 05's trap): the first (worse) epoch after the
+    restart overwrites best.keras."""
+    answer = _variant(tmp_path, ("initial_value_threshold=best_so_far", "initial_value_threshold=None"),
+                      source=KERAS_CALLBACKS_ANSWER)
     _capstone_not_yet(answer, "best.keras lost the best model", "zeroed the weights in your backup",
                       "initial_value_threshold=", absent=("started over", "global batch is", "learning rate is"))
 
 
 @pytest.mark.slow
 def test_capstone_old_monitor_name(tmp_path):
-    answer = _variant(tmp_path, ('monitor="val_accuracy"', 'monitor="val_acc"'))
+    answer = _variant(tmp_path, ('monitor="val_accuracy"', 'monitor="val_acc"'), source=KERAS_CALLBACKS_ANSWER)
     _capstone_not_yet(answer, "monitors 'val_acc'", "'val_accuracy'", "the first run failed: ValueError",
                       absent=("global batch is", "learning rate is", "started over"))
 
@@ -199,7 +266,8 @@ def test_capstone_each_problem_has_its_message(tmp_path):
     text = "; ".join(capstone._setup_problems(wrong, out))
     assert "'best.h5'" in text and "ending in .keras" in text and "monitors 'val_loss'" in text
     assert "save_best_only=True" in text
-    assert "not in the --out folder" in capstone._setup_problems(dict(good, checkpoint="/elsewhere/b.keras"), out)[0]
+    assert "not inside the --out folder" in capstone._setup_problems(dict(good, checkpoint="/elsewhere/b.keras"), out)[0]
+    assert capstone._setup_problems(dict(good, checkpoint=str(out / "job.run" / "best.keras")), out) == []
     epoch = {"replicas": 2, "steps": 23, "learning_rate": 0.02}
     assert capstone._batch_and_lr_problems(good, epoch) == []
     assert capstone._batch_and_lr_problems(good, dict(epoch, steps=22)) == []     # a generator's full batches only
@@ -220,6 +288,8 @@ def test_worsen_backups_zeroes_weights_and_slots_but_not_the_step_counter(tmp_pa
     (tmp_path / "backup").mkdir()
     model.save_weights(tmp_path / "backup" / "latest.weights.h5")
     assert capstone._worsen_backups(tmp_path) == 1 and capstone._worsen_backups(tmp_path / "backup" / "none") == 0
+    (tmp_path / "backup" / "tmp-state.weights.h5").write_bytes(b"half a file")   # cut by a kill: left alone
+    assert capstone._worsen_backups(tmp_path) == 1
     model.load_weights(tmp_path / "backup" / "latest.weights.h5")
     assert all(not w.any() for w in model.get_weights()) and int(model.optimizer.iterations) == 2
     assert all(not keras.ops.convert_to_numpy(v).any() for v in model.optimizer.variables if len(v.shape))

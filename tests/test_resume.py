@@ -1,7 +1,7 @@
 """helpers.resume (start a fit job in its folder, wait for a log line, kill it, start it again).
 
 The tests use a tiny fake training script (no TensorFlow) that prints one line per epoch as Keras's verbose=2
-does; lesson 05 runs the real script end to end (a real SIGKILL, a restart that BackupAndRestore resumes).
+does; lesson 05 runs the real script end to end (a real SIGKILL, then the same command, which resumes).
 """
 
 import os

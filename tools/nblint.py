@@ -122,7 +122,7 @@ TAUGHT_CALLS = {
            "strategy.experimental_local_results(", "kd.DataParallel("],
     "05": ["keras.callbacks.ModelCheckpoint(", "keras.models.load_model(", "with strategy.scope():",
            "save_best_only=True", "initial_epoch=", "keras.callbacks.BackupAndRestore(", "initial_value_threshold=",
-           "%%writefile"],
+           "%%writefile", "double_checkpoint=True", "os.replace(", "model.optimizer.build("],
     "06": ["with strategy.scope():", ".fit(", ".cache()", ".prefetch(tf.data.AUTOTUNE)",
            "keras.mixed_precision.set_global_policy(", "time.perf_counter()", "* strategy.num_replicas_in_sync",
            "strategy.extended.worker_devices", "compute_capability"],

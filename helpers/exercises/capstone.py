@@ -4,7 +4,8 @@ The learner ports ``train_keras2.py`` (``helpers/capstone_scripts/``: ``multi_gp
 ``lr=``, ``ModelCheckpoint(..., period=1)`` on ``val_acc`` into ``.h5``) into a file. The checker runs that file
 twice in fresh processes (:class:`helpers.resume.TrainingRun`): killed with ``SIGKILL`` after epoch 1, then the same
 command, which must resume. Between the two it zeroes the model's weights in the backup, so the epochs after the
-restart are worse than the best before the kill: ``best.keras`` must still hold that best. It reads the script's
+restart are worse than the best before the kill: the best model (a ``.keras`` file anywhere in ``--out``) must
+still hold that best. It reads the script's
 ``SETUP``, ``EPOCH`` (from the given ``EpochLine``, which reads the live model, so the steps prove the global batch)
 and ``DONE`` lines. A file of comments only (the stub) launches nothing.
 """
@@ -93,16 +94,21 @@ def _score(path: str) -> float | None:
 def _worsen_backups(out: Path) -> int:
     """Zero every array in every ``*.weights.h5`` under ``out`` (the weights and the optimizer's slots; the step
     counter, a scalar, stays): the given model resumed from them cannot learn, so it scores far below the best
-    epoch before the kill. How many files it changed."""
+    epoch before the kill. A file h5py cannot open (a temporary file cut by a kill, never resumed from) is left
+    alone. How many files it changed."""
     def zero(name, item):
         if isinstance(item, h5py.Dataset) and item.ndim:
             item[...] = 0
 
-    files = sorted(out.rglob("*.weights.h5"))
-    for path in files:
-        with h5py.File(path, "r+") as f:
-            f.visititems(zero)
-    return len(files)
+    changed = 0
+    for path in sorted(out.rglob("*.weights.h5")):
+        try:
+            with h5py.File(path, "r+") as f:
+                f.visititems(zero)
+        except OSError:
+            continue
+        changed += 1
+    return changed
 
 
 def _setup_problems(setup: dict, out: Path) -> list[str]:
@@ -122,8 +128,8 @@ def _setup_problems(setup: dict, out: Path) -> list[str]:
     if not path.endswith(".keras"):
         problems.append(f"the checkpoint file is {Path(path).name!r}: save the whole model in Keras 3's "
                         "native format, a file ending in .keras")
-    elif Path(path).resolve().parent != out.resolve():
-        problems.append(f"the checkpoint {path} is not in the --out folder ({out})")
+    elif not Path(path).resolve().is_relative_to(out.resolve()):
+        problems.append(f"the checkpoint {path} is not inside the --out folder ({out})")
     return problems
 
 
@@ -209,8 +215,9 @@ def _check(answer):
             problems.append("the second run printed no EPOCH line: keep EpochLine() in fit's callbacks")
         elif resumed[0]["epoch"] == 1:
             problems.append(f"after the kill the second run started over at epoch 1 (the first had finished "
-                            f"{killed}): add keras.callbacks.BackupAndRestore(<a folder in --out>) to fit's "
-                            "callbacks, before EpochLine, so each epoch's backup is on disk before its line")
+                            f"{killed}): resume from a state saved at each epoch's end, before EpochLine, in a "
+                            "folder inside --out: keras.callbacks.BackupAndRestore(<folder>, double_checkpoint="
+                            "True), or lesson 05's job script, whose state file survives a kill during its write")
         elif resumed[0]["epoch"] > killed[-1] + 1:
             problems.append(f"the second run began at epoch {resumed[0]['epoch']}, after the last epoch the "
                             f"first finished ({killed[-1]}): an epoch was skipped")
@@ -236,7 +243,8 @@ def _check(answer):
                     f"zeroed the weights in your backup, so the resumed epochs were worse ({worse:.3f} at best); a "
                     "restarted process makes a new ModelCheckpoint whose best score is empty, and BackupAndRestore "
                     "does not restore it, so the first epoch after the restart overwrote the file. Give the "
-                    "resumed run's ModelCheckpoint the score of the file you have: initial_value_threshold=...")
+                    "resumed run's ModelCheckpoint the score of the file you have: initial_value_threshold=... "
+                    "(lesson 05's job script reads it back from best.keras the same way)")
     if problems:
         return False, "; ".join(problems)
     replicas = epoch1["replicas"]
