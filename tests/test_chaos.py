@@ -269,6 +269,12 @@ def test_the_lessons_output_formats_the_job_table_relies_on():
     p = chaos.Progress()
     p.feed(lesson07, [(float(i), ln) for i, ln in enumerate(worker)])
     assert (p.resumed, [e for e, _, _ in p.done]) == (1, [2])
+    # A kill after best.keras was replaced but before its epoch's line: the score is seen only at the next start,
+    # and counts as logged (a fresh start's 0.0000 does not).
+    p = chaos.Progress()
+    p.feed(quickstart, [(0.0, "start after epoch 0 of 6; best so far: val_accuracy 0.0000"),
+                        (1.0, "start after epoch 2 of 6; best so far: val_accuracy 0.9123")])
+    assert (p.resumed, p.scores) == (0, [0.9123])
 
 
 def test_the_tables_render_as_text_and_markdown():

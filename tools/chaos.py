@@ -148,6 +148,8 @@ class Job:
     epoch_done: str = ""        # regex: an epoch ended and its files are written (groups "epoch", "score")
     resumed_at: str = ""        # regex: a run says how many epochs were done when it started (group 1)
     final_score: str = ""       # regex: the best file's score, reloaded by the job at its end (group 1)
+    start_best: str = ""        # regex: the best file's score a run reads back when it starts (group 1): a kill after
+                                # the best file was replaced but before its epoch line leaves a score seen only here
     score_tol: float = 1e-3     # the final score is printed with 3 decimals, the logged ones with 4
     root: str = "the script"    # what the started process is
     grace: float = 5.0          # seconds the surviving processes get to end by themselves after a kill
@@ -155,13 +157,16 @@ class Job:
     guess: tuple[float, float, float] = (8.0, 1.0, 2.0)   # seconds: start-up, an epoch, the end (before measuring)
 
 
+START_BEST = r"^start after epoch \d+ of \d+; best so far: val_accuracy (\d+\.\d+)"
 JOBS = (
     Job("quickstart", "quick start, quickstart/train_2gpus.py (MirroredStrategy, fit)",
         ("{python}", "{repo}/quickstart/train_2gpus.py"), epochs=6, epoch_start=KERAS_EPOCH, epoch_done=KERAS_DONE,
-        resumed_at=r"^start after epoch (\d+) of", final_score=r"best\.keras reloads: val_accuracy (\d+\.\d+)"),
+        resumed_at=r"^start after epoch (\d+) of", final_score=r"best\.keras reloads: val_accuracy (\d+\.\d+)",
+        start_best=START_BEST),
     Job("05", "lesson 05's job script, train.py (MirroredStrategy, fit)", ("{python}", "{scripts}/train.py"),
         epochs=3, scripts=("05_*.ipynb", ("train.py",)), epoch_start=KERAS_EPOCH, epoch_done=KERAS_DONE,
-        final_score=r"best\.keras reloads val_accuracy (\d+\.\d+)"),
+        resumed_at=r"^start after epoch (\d+) of", final_score=r"best\.keras reloads val_accuracy (\d+\.\d+)",
+        start_best=START_BEST),
     Job("07", "lesson 07's two workers, mwms_train.py (MultiWorkerMirroredStrategy)",
         ("{python}", "-c", LAUNCH_07, "{scripts}/mwms_train.py", "{epochs}", "{folder}", "{logs}"), epochs=3,
         scripts=("07_*.ipynb", ("mwms_lib.py", "mwms_model.py", "mwms_train.py")), progress_log="worker-0.log",
@@ -285,6 +290,7 @@ class Progress:
     final: Optional[float] = None
     first_seen: Optional[float] = None     # time of its first epoch line
     first_was_done: bool = False           # that line said an epoch ended (not began)
+    start_scores: list = dataclasses.field(default_factory=list)   # the best file's score read back at the start
     _current: Optional[int] = None
 
     def feed(self, job: Job, lines: Sequence[tuple[float, str]]) -> None:
@@ -303,6 +309,8 @@ class Progress:
                     self.done.append((epoch, float(groups["score"]) if groups.get("score") else None, t))
             if job.final_score and (m := re.search(job.final_score, line)):
                 self.final = float(m.group(1))
+            if job.start_best and (m := re.search(job.start_best, line)) and float(m.group(1)) > 0:
+                self.start_scores.append(float(m.group(1)))
 
     def _first(self, epoch: int, t: float, done: bool) -> None:
         if self.first_seen is None:
@@ -316,7 +324,8 @@ class Progress:
 
     @property
     def scores(self) -> list[float]:
-        return [s for _, s, _ in self.done if s is not None]
+        """Every score the run reported: its epochs' and the one it read back from the best file at its start."""
+        return [s for _, s, _ in self.done if s is not None] + self.start_scores
 
 
 def error_line(text: str) -> str:
