@@ -19,7 +19,7 @@ print(f"replicas: {strategy.num_replicas_in_sync} on {strategy.extended.worker_d
 assert strategy.num_replicas_in_sync == max(len(gpus), 2)
 # 3. The global batch and the learning rate grow with the replicas. Data: 8x8 handwritten digits, offline.
 global_batch = 32 * strategy.num_replicas_in_sync
-learning_rate = 1e-3 * strategy.num_replicas_in_sync ** 0.5  # N times the batch: Adam x sqrt(N) (SGD: x N)
+learning_rate = 1e-3 * strategy.num_replicas_in_sync ** 0.5  # sqrt(N) for Adam is a rule of thumb (SGD: x N)
 keras.utils.set_random_seed(0)
 x, y = load_digits(return_X_y=True)
 x_train, x_val, y_train, y_val = train_test_split((x / 16).astype("float32"), y, test_size=0.2, random_state=0)
