@@ -36,6 +36,7 @@ SCRIPTS = {
                     "Did you mean to set reuse=True in VarScope? Originally defined at:",   # error 1
     "checkpoint_multi_gpu": "TypeError: can't pickle module objects",                        # error 2
     "parallel_checkpoint": "reloaded the template model: 2 layers",                          # the blog's fix
+    "keras2_defaults": "keras 2 numbers: {",          # what the defaults that changed computed (test_keras2_script)
 }
 
 

@@ -29,6 +29,8 @@ HARMLESS = (
     r"To enable the following instructions: .* in other operations, rebuild TensorFlow",
     # grappler on TF 2.20 when a graph holds a tf.cond (lesson 03's tower model): a note about an optimisation
     r"loop_optimizer\.cc:\d+\] Skipping loop optimization for Merge node with control input",
+    # a mask (a bool tensor) on a CPU without AVX-512 (lesson 03's masked GRU): TensorFlow uses its own kernel
+    r"oneDNN supports DT_BOOL only on platforms with AVX-512\. Falling back to the default Eigen-based implementation",
 )
 #: Only harmless when this machine has no NVIDIA driver at all (no ``nvidia-smi``).
 HARMLESS_WITHOUT_DRIVER = (r"failed call to cuInit: .*(UNKNOWN ERROR \(303\)|CUDA_ERROR_NO_DEVICE)",)

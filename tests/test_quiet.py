@@ -59,6 +59,8 @@ def test_install_native_filter_keeps_filtering_after_start_up():
             "os.write(2, b'WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\\n')\n"
             "os.write(2, b'W0000 loop_optimizer.cc:934] Skipping loop optimization for Merge node with '\n"
             "         b'control input: m\\n')\n"
+            "os.write(2, b'E0000 util.cc:131] oneDNN supports DT_BOOL only on platforms with AVX-512. Falling back '\n"
+            "         b'to the default Eigen-based implementation if present.\\n')\n"
             "os.write(2, b'E0000 a real error\\n')\n"
             "os.write(2, b'partial ')\nos.write(2, b'line\\n')\n"
             "time.sleep(0.5)\n")

@@ -1,5 +1,8 @@
 """tools/error_index.py: parsing the error index and matching messages in outputs."""
 
+import re
+from pathlib import Path
+
 import error_index as ts  # maintainer code: tools/error_index.py
 import pytest
 
@@ -53,3 +56,22 @@ def test_a_message_indexed_twice_is_rejected():
     twice = SAMPLE + "\n### Again\n**Message:**\n```\nTypeError: can't pickle module objects\n```\n"
     with pytest.raises(ValueError, match="'Again' is indexed twice .also under 'Another'"):
         ts.parse(twice)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation other than - and _ dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_slug_of_headings():
+    assert _slug("K.get_session, K.set_session, tf.Session") == "kget_session-kset_session-tfsession"
+    assert _slug("`keras.backend` functions") == "kerasbackend-functions"
+
+
+def test_every_link_inside_the_index_lands_on_a_heading():
+    """The index links its entries to each other ('[history keys](#historyhistoryval_acc)'): none may dangle."""
+    text = (Path(__file__).resolve().parent.parent / "TROUBLESHOOTING.md").read_text(encoding="utf-8")
+    anchors = {_slug(h) for h in re.findall(r"^#{1,4} (.+)$", text, re.M)}
+    links = re.findall(r"\]\(#([^)\s]+)\)", text)
+    assert len(links) > 50
+    assert not sorted(set(links) - anchors)
