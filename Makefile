@@ -225,8 +225,8 @@ bench: $(STAMP)
 	$(TEST_ENV) $(PY) tools/benchmark.py --out _output/bench
 
 # The notebooks with every code cell executed twice in a row, then on to the next (a learner's Shift+Enter twice),
-# each in a fresh kernel from a temporary folder; cells that refuse a re-run on purpose are listed in
-# tools/pytest_course.py (REFUSALS). RERUN=all: "Run All" twice in one kernel instead. NOTEBOOKS=... picks some.
+# each in a fresh kernel from a temporary folder (tools/pytest_course.py's NB_RERUN). RERUN=all: "Run All" twice in
+# one kernel instead. NOTEBOOKS=... picks some.
 rerun-each: $(TORCH_STAMP)
 	$(REFRESH_HELPERS)
 	$(NB_RUN_ENV) $(call nb_rerun,each) $(TEST_ENV) $(PY) -m pytest $(or $(NOTEBOOKS),notebooks) $(NBVAL) $(PYTEST_ARGS)

@@ -23,18 +23,15 @@
    second time right after its first run (a learner's Shift+Enter twice), ``NB_RERUN=all`` runs the whole notebook
    a second time after its last cell ("Run All" twice), in the same kernel. Only what the plain run cannot prove
    is added: the first runs are the plain run (their outputs are the ones checked, indexed and copied, their
-   seconds the ones budgeted). A cell listed in ``REFUSALS`` may refuse a re-run with its message: then the cells
-   from the one the message names up to it run again, and the notebook goes on.
+   seconds the ones budgeted). No cell may refuse a re-run: a second run that fails fails the cell.
 """
 
 
 import os
-import re
 import shutil
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
 import error_index
@@ -129,20 +126,8 @@ _CELL_OUTPUTS: dict = defaultdict(dict)     # notebook path -> {cell number: out
 
 # ---- re-runs (NB_RERUN=each|all) --------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Refusal:
-    """A cell that, after its predecessor (or itself) ran twice, fails on purpose with an explanation."""
-
-    cell_id: str       # the cell that fails
-    message: str       # the stable part of the sentence it prints
-    rerun_from: str    # the cell id the message tells the learner to re-run from
-
-
-#: notebook file name -> the listed refusals. Keep this list short: every entry is a cell a learner must re-run.
-REFUSALS: dict[str, list[Refusal]] = {}
 RERUN_MODES = ("", "each", "all")
 _RERUN_S: dict = defaultdict(float)         # item node id -> seconds its re-runs took (not budgeted)
-_RERUN_NOTES: list = []                     # refusals met, for the summary
 
 
 def rerun_mode() -> str:
@@ -160,24 +145,6 @@ def _cells_of(item) -> list:
     return [i for i in item.session.items if i.parent is item.parent]
 
 
-def _refused(item, exc: BaseException) -> bool:
-    """True when ``item`` is a listed refusal that failed with its message; the cells from the one it names up to it
-    then run again, once each (an error there fails the cell)."""
-    listed = {r.cell_id: r for r in REFUSALS.get(os.path.basename(str(item.fspath)), [])}
-    refusal = listed.get(item.cell.get("id"))
-    said = re.sub(r"\x1b\[[0-9;]*m", "", f"{exc}\n{getattr(exc, 'inner_traceback', '') or ''}")
-    if refusal is None or refusal.message not in said:
-        return False
-    cells = _cells_of(item)
-    ids = [c.cell.get("id") for c in cells]
-    if refusal.rerun_from not in ids:
-        raise ValueError(f"REFUSALS: no cell {refusal.rerun_from!r} in {item.fspath}")
-    for other in cells[ids.index(refusal.rerun_from):cells.index(item) + 1]:
-        other.runtest()
-    _RERUN_NOTES.append(f"{item.nodeid}: refused as listed; re-ran from cell {ids.index(refusal.rerun_from)}")
-    return True
-
-
 def _rerun_failed(item, what: str, exc: BaseException):
     """The error nbval reports for a re-run that failed, saying which re-run."""
     from nbval.plugin import NbCellError
@@ -189,22 +156,14 @@ def _rerun_failed(item, what: str, exc: BaseException):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     mode = rerun_mode() if _is_cell(item) else ""
-    try:
-        result = yield
-    except Exception as exc:
-        if mode and _refused(item, exc):
-            return None
-        raise
+    result = yield
     if mode == "each":
         first, start = item.test_outputs, time.perf_counter()
         try:
             item.runtest()
             second = output_problems(item.test_outputs)
         except Exception as exc:
-            if not _refused(item, exc):
-                raise _rerun_failed(item, "run twice in a row (Shift+Enter twice), the second run fails", exc) \
-                    from None
-            second = []
+            raise _rerun_failed(item, "run twice in a row (Shift+Enter twice), the second run fails", exc) from None
         finally:
             _RERUN_S[item.nodeid] += time.perf_counter() - start
             item.test_outputs = first
@@ -219,9 +178,8 @@ def pytest_runtest_call(item):
                 try:
                     other.runtest()
                 except Exception as exc:
-                    if not _refused(other, exc):
-                        raise _rerun_failed(other, "Run All a second time in the same kernel, this cell fails",
-                                            exc) from None
+                    raise _rerun_failed(other, "Run All a second time in the same kernel, this cell fails",
+                                        exc) from None
         finally:
             _RERUN_S[item.nodeid] += time.perf_counter() - start
             item.test_outputs = first
@@ -303,8 +261,6 @@ def pytest_terminal_summary(terminalreporter):
     tr.write_line(f"{'total':<{width}}  {sum(_NB_TIMES.values()):7.1f} s")
     if any(_NB_RERUN_TIMES.values()):
         tr.write_line(f"re-runs (NB_RERUN={rerun_mode()}): {sum(_NB_RERUN_TIMES.values()):.1f} s more")
-    for line in _RERUN_NOTES:
-        tr.write_line(line)
     slow = budget_failures(_NB_TIMES, mode)
     if slow:
         tr.write_line(f"FAILED: over {FAIL_FACTOR:g}x the {BUDGET_S:.0f} s budget: {', '.join(slow)} "
