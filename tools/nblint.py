@@ -368,7 +368,7 @@ RULES = [
     Rule("exercises", "two or three exercises per lesson, each checked under the lesson's number",
          exercise_problems),
     Rule("taught-calls", "every API call a lesson teaches is written in its cells", taught_call_problems),
-    Rule("copy-box", "lessons 03-11 end with one helper-free 'Copy this' box that asserts", copy_box_problems),
+    Rule("copy-box", "lessons 03 on end with one helper-free 'Copy this' box that asserts", copy_box_problems),
     Rule("scripts", "%%writefile scripts: one cell per file, no helpers, short", script_problems),
     Rule("collective", "at most one default multi-replica MirroredStrategy per kernel", collective_problems),
     Rule("output-noise", "no native start-up noise and no stray results in outputs", stored_output_problems),
