@@ -24,6 +24,11 @@
    a second time after its last cell ("Run All" twice), in the same kernel. Only what the plain run cannot prove
    is added: the first runs are the plain run (their outputs are the ones checked, indexed and copied, their
    seconds the ones budgeted). No cell may refuse a re-run: a second run that fails fails the cell.
+7. The second stack's run: ``--stack-only`` keeps the notebooks and the tests that touch the stack (a framework,
+   the helpers, the stack's Python: tools/testscope.py decides from each test's source, so nobody keeps a list)
+   and leaves out the stack-free tests and those marked ``one_stack`` (one stack's run covers them); the first
+   stack's run ran them all. Every test item carries the ``stack`` mark when it touches the stack (``-m stack``).
+8. Slow tests: a test that took over ``SLOW_S`` seconds without the ``slow`` mark is named in the summary.
 """
 
 
@@ -36,6 +41,7 @@ from pathlib import Path
 
 import error_index
 import pytest
+import testscope
 from nblint import output_problems
 from nbtemplate import canonical_text
 
@@ -141,6 +147,47 @@ def pytest_configure(config):
     rerun_mode()                                 # a wrong NB_RERUN stops the run before any notebook starts
 
 
+# ---- the second stack's run (--stack-only) and slow tests --------------------------------------------------
+
+#: A test over this many seconds must be marked slow (the summary names those that are not).
+SLOW_S = 30.0
+_LEFT_OUT: list = []                        # (node id, why) of the tests --stack-only left out
+_UNMARKED_SLOW: list = []                   # (seconds, node id) of tests over SLOW_S without the slow mark
+
+
+def pytest_addoption(parser):
+    parser.addoption("--stack-only", action="store_true", default=False,
+                     help="the second stack's run: only the notebooks and the tests that touch the stack "
+                          "(tools/testscope.py), not the stack-free ones nor those marked one_stack")
+
+
+def why_stack(item) -> "str | None":
+    """Why a test item touches the stack (a notebook always does), or None for a stack-free test."""
+    if str(getattr(item, "fspath", "")).endswith(".ipynb"):
+        return "a notebook"
+    path = Path(str(item.fspath))
+    why = testscope.why_stack(path.resolve()) if path.suffix == ".py" else f"a {path.suffix} item"
+    if why is None and set(getattr(item, "fixturenames", ())) & testscope.conftest_fixtures():
+        why = "uses a fixture of tests/conftest.py (the unit tests' stack set-up)"
+    return why
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    keep = []
+    for item in items:
+        why = why_stack(item)
+        if why is not None:
+            item.add_marker(pytest.mark.stack(why))
+        if config.getoption("stack_only") and (why is None or item.get_closest_marker("one_stack")):
+            _LEFT_OUT.append((item.nodeid, "stack-free" if why is None else "one_stack"))
+        else:
+            keep.append(item)
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+
+
 def _cells_of(item) -> list:
     return [i for i in item.session.items if i.parent is item.parent]
 
@@ -223,6 +270,9 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 def pytest_runtest_logreport(report):
+    if report.when == "call" and report.duration > SLOW_S and "slow" not in report.keywords \
+            and not report.nodeid.split("::")[0].endswith(".ipynb"):
+        _UNMARKED_SLOW.append((report.duration, report.nodeid))
     path = report.nodeid.split("::")[0]
     if path.endswith(".ipynb"):
         rerun = _RERUN_S.pop(report.nodeid, 0.0) if report.when == "call" else 0.0
@@ -247,9 +297,16 @@ def times_record(times: dict, failed: set, mode: str) -> dict:
 
 
 def pytest_terminal_summary(terminalreporter):
+    tr = terminalreporter
+    if _LEFT_OUT:
+        free = sum(why == "stack-free" for _, why in _LEFT_OUT)
+        tr.write_line(f"--stack-only: left out {free} stack-free test(s) and {len(_LEFT_OUT) - free} marked "
+                      "one_stack (the first stack's run ran them)")
+    for secs, nodeid in sorted(_UNMARKED_SLOW, reverse=True):
+        tr.write_line(f"slow but not marked slow: {nodeid} took {secs:.0f} s (over {SLOW_S:.0f} s: make it faster "
+                      "or mark it slow and say why)", yellow=True)
     if not _NB_TIMES:
         return
-    tr = terminalreporter
     mode = os.environ.get("MULTIGPU_MODE", "quick")
     tr.section("per-notebook duration (quick/full: %s)" % mode)
     width = max(len(p) for p in _NB_TIMES)
