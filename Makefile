@@ -34,7 +34,7 @@ else ifeq ($(STACK),hosted)
   REFRESH_HELPERS := $(VENV)/bin/python -m pip install -q --no-deps --force-reinstall . && rm -rf build
   # The JAX lessons on Kaggle's T4 x2 count, 2 devices (the pinned stack runs them on 4): Kaggle's versions and
   # Kaggle's device count together, and each lesson still runs once per stack.
-  NB_RUN_ENV := NB_KERNEL_ENV=MULTIGPU_JAX_DEVICES=2
+  NB_RUN_ENV := MULTIGPU_JAX_DEVICES=2
 else ifeq ($(STACK),latest)
   PY_VERSION := 3.13
   VENV ?= .venv-latest

@@ -13,9 +13,9 @@
    gave it), not with what unit tests set in this process since (tests/conftest.py's ``MPLBACKEND=Agg`` and
    ``TF_CPP_MIN_LOG_LEVEL``, a test's ``MULTIGPU_*`` variable), so figures are drawn and start-up noise shows as a
    learner would see it; and in a fresh temporary folder, not the notebook's own (as on Colab, where the notebook
-   is not in the working directory), so no cell depends on the folder it starts from. ``NB_KERNEL_ENV="NAME=VALUE
-   ..."`` adds to the environment for the kernels only: ``make test STACK=hosted`` runs the JAX lessons on
-   Kaggle's count of 2 devices that way.
+   is not in the working directory), so no cell depends on the folder it starts from. A setting the run was started with reaches the
+   kernels as it is (``make test STACK=hosted`` starts it with ``MULTIGPU_JAX_DEVICES=2``: the JAX lessons run on
+   Kaggle's count of 2 devices, read by helpers.config like any learner's setting).
 5. Executed copies: with ``NB_EXECUTED_DIR=dir``, each notebook whose every cell passed is written there with its
    outputs, as nbformat stores it (the website renders these instead of running the lessons again); a notebook
    that failed leaves no copy, and an older copy of it is removed.
@@ -45,6 +45,8 @@ import testscope
 from nblint import output_problems
 from nbtemplate import canonical_text
 
+from helpers import config  # standard library only: the mode is read there, as everywhere
+
 _NB_TIMES: dict = defaultdict(float)
 _NB_RERUN_TIMES: dict = defaultdict(float)
 _NB_FAILED: set = set()
@@ -56,8 +58,7 @@ _PACKAGES = ("tensorflow", "keras", "jax", "jaxlib", "tf-keras", "numpy", "nbval
 
 def budget(path: str, mode: str | None = None) -> float | None:
     """Time budget of a notebook in seconds (the same for every lesson), or None in full mode."""
-    mode = mode or os.environ.get("MULTIGPU_MODE", "quick")
-    return None if mode == "full" else BUDGET_S
+    return None if (mode or config.mode()) == "full" else BUDGET_S
 
 
 def verdict(secs: float, budget_s: float | None, failed: bool = False) -> str:
@@ -85,17 +86,6 @@ def budget_failures(times: dict, mode: str | None = None) -> list:
 _SESSION_ENV = dict(os.environ)
 
 
-def kernel_env(base: dict, extra: str) -> dict:
-    """``base`` with the ``NAME=VALUE`` words of ``extra`` (``NB_KERNEL_ENV``) added."""
-    env = dict(base)
-    for word in extra.split():
-        name, eq, value = word.partition("=")
-        if not eq or not name.isidentifier():
-            raise ValueError(f"NB_KERNEL_ENV holds NAME=VALUE words, got {word!r}")
-        env[name] = value
-    return env
-
-
 def _is_cell(item) -> bool:
     """An nbval cell item (a notebook's code cell)."""
     return str(getattr(item, "fspath", "")).endswith(".ipynb") and hasattr(item, "cell_num")
@@ -118,7 +108,7 @@ def pytest_runtest_setup(item):
         folder = _KERNEL_DIRS.setdefault(str(item.fspath), tempfile.mkdtemp(prefix="nbval-kernel-"))
         nbval.plugin.RunningKernel = lambda *args, cwd=None, **kw: start_kernel(*args, cwd=folder, **kw)
     os.environ.clear()
-    os.environ.update(kernel_env(_SESSION_ENV, _SESSION_ENV.get("NB_KERNEL_ENV", "")))
+    os.environ.update(_SESSION_ENV)
     try:
         yield
     finally:
@@ -307,7 +297,7 @@ def pytest_terminal_summary(terminalreporter):
                       "or mark it slow and say why)", yellow=True)
     if not _NB_TIMES:
         return
-    mode = os.environ.get("MULTIGPU_MODE", "quick")
+    mode = config.mode()
     tr.section("per-notebook duration (quick/full: %s)" % mode)
     width = max(len(p) for p in _NB_TIMES)
     for path in sorted(_NB_TIMES):
@@ -330,7 +320,7 @@ def _finish_notebook_times(session) -> None:
     """Fail the session for notebooks over twice their budget; write NB_TIMES_JSON if asked."""
     if not _NB_TIMES:
         return
-    mode = os.environ.get("MULTIGPU_MODE", "quick")
+    mode = config.mode()
     if budget_failures(_NB_TIMES, mode):
         session.exitstatus = max(int(session.exitstatus), 1)
     out = os.environ.get("NB_TIMES_JSON")
