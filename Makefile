@@ -94,6 +94,7 @@ help:
 	@echo "                    pinned stack); RERUN=all: each notebook top to bottom twice in one kernel instead"
 	@echo "make memcheck     - peak memory (kernel + child processes) and time per notebook; NOTEBOOKS=..., MEMCHECK_ARGS=--one-core (Binder-like)"
 	@echo "make timings      - measure every notebook (2 cores + one core) and regenerate docs/workshop.md's timing table"
+	@echo "                    (LESSON=NN: that lesson alone, added to the recorded times)"
 	@echo "make gpu-check    - on a GPU machine: every notebook on 1 GPU split in 2 and on 2 real GPUs, timed, with a report"
 	@echo "make slurm-check  - start a one-node Slurm here and run the course's jobs under it (root; tools/slurm/check.sh)"
 	@echo "make sync-notebooks - everything generated from the lessons' registry: README's table, the course map,"
@@ -242,15 +243,19 @@ memcheck: $(TORCH_STAMP)
 # The workshop timing table (docs/workshop.md) from measured data (docs/timings.json): every notebook through
 # nbval on this machine, then tools/memcheck.py --one-core; records both and re-renders the table. Run it on a
 # quiet 2-core machine from a fresh clone, then commit docs/timings.json and docs/workshop.md.
+# LESSON=NN measures that lesson alone and adds it to the recorded runs (a new lesson; the same stack only).
 TIMINGS_DIR ?= _output/timings
 TIMINGS_MACHINE ?=
+LESSON ?=
+TIMINGS_NOTEBOOKS := $(if $(LESSON),$(wildcard notebooks/$(LESSON)_*.ipynb),notebooks)
 timings: $(TORCH_STAMP) capsule
+	@test -n "$(TIMINGS_NOTEBOOKS)" || { echo "timings: no notebook notebooks/$(LESSON)_*.ipynb"; exit 1; }
 	$(REFRESH_HELPERS)
 	rm -rf $(TIMINGS_DIR) && mkdir -p $(TIMINGS_DIR)
-	NB_TIMES_JSON=$(TIMINGS_DIR)/nb_times.json NB_RERUN= $(TEST_ENV) $(PY) -m pytest notebooks $(NBVAL)
-	$(TEST_ENV) $(PY) tools/memcheck.py --one-core --json $(TIMINGS_DIR)/memcheck.json
+	NB_TIMES_JSON=$(TIMINGS_DIR)/nb_times.json NB_RERUN= $(TEST_ENV) $(PY) -m pytest $(TIMINGS_NOTEBOOKS) $(NBVAL)
+	$(TEST_ENV) $(PY) tools/memcheck.py --one-core --json $(TIMINGS_DIR)/memcheck.json $(if $(LESSON),$(TIMINGS_NOTEBOOKS))
 	$(PY) tools/timings.py record --tests $(TIMINGS_DIR)/nb_times.json --memcheck $(TIMINGS_DIR)/memcheck.json \
-	  $(if $(TIMINGS_MACHINE),--machine "$(TIMINGS_MACHINE)")
+	  $(if $(TIMINGS_MACHINE),--machine "$(TIMINGS_MACHINE)") $(if $(LESSON),--merge)
 	python3 tools/generate.py
 
 # The course website (tools/book.py says how): the executed copies the pinned stack's nbval run left (`make test`,

@@ -104,6 +104,26 @@ def test_record_both_runs():
     assert data["one_core"]["date"] == "2026-01-03" and data["one_core"]["machine"] == "box"
 
 
+def test_one_lesson_is_added_to_the_recorded_runs():
+    """`make timings LESSON=NN`: the new lesson's times join the others', on the same stack only."""
+    data = timings.record_tests({}, _nb_times(), "box", date="2026-01-03")
+    data = timings.record_memcheck(data, _memcheck(), "box")
+    new = {"01_b.ipynb": {"seconds": 20.0, "budget_s": 45.0, "verdict": "ok"}}
+    data = timings.record_tests(data, _nb_times(notebooks=new), "other box", date="2026-02-01", merge=True)
+    mem = {"01_b.ipynb": {"peak_mib": 900.0, "peak_procs": 2, "seconds": 33.0, "ok": True}}
+    data = timings.record_memcheck(data, _memcheck(notebooks=mem, date="2026-02-01T10:00:00Z"), "x", merge=True)
+    assert data["two_core"]["notebooks"] == {"00_a.ipynb": {"seconds": 12.3},
+                                             "01_b.ipynb": {"seconds": 20.0, "date": "2026-02-01"}}
+    assert data["two_core"]["machine"] == "box" and data["two_core"]["date"] == "2026-01-03"
+    assert data["one_core"]["notebooks"]["01_b.ipynb"]["peak_mib"] == 900.0
+    assert timings.problems(data, ["00_a.ipynb", "01_b.ipynb"]) == []
+    other = _nb_times(notebooks=new, packages={**STACK, "keras": "3.13.2"})
+    with pytest.raises(ValueError, match="re-measure every lesson"):
+        timings.record_tests(data, other, "box", merge=True)
+    with pytest.raises(ValueError, match="no earlier two_core run"):
+        timings.record_tests({}, _nb_times(), "box", merge=True)
+
+
 def test_record_refuses_runs_that_do_not_belong_in_the_table():
     with pytest.raises(ValueError, match="full"):
         timings.record_tests({}, _nb_times(mode="full"), "box")
