@@ -24,11 +24,13 @@
    a second time after its last cell ("Run All" twice), in the same kernel. Only what the plain run cannot prove
    is added: the first runs are the plain run (their outputs are the ones checked, indexed and copied, their
    seconds the ones budgeted). No cell may refuse a re-run: a second run that fails fails the cell.
-7. The second stack's run: ``--stack-only`` keeps the notebooks and the tests that touch the stack (a framework,
+7. Which stack: ``make test`` exports ``STACK``; a lesson whose registry entry's ``stacks`` leaves it out is not run.
+   The second stack's run: ``--stack-only`` keeps the notebooks and the tests that touch the stack (a framework,
    the helpers, the stack's Python: tools/testscope.py decides from each test's source, so nobody keeps a list)
    and leaves out the stack-free tests and those marked ``one_stack`` (one stack's run covers them); the first
    stack's run ran them all. Every test item carries the ``stack`` mark when it touches the stack (``-m stack``).
-8. Slow tests: a test that took over ``SLOW_S`` seconds without the ``slow`` mark is named in the summary.
+8. A run split in two sessions (tests, then notebooks) keeps the error-index check whole with ``--outputs-file``.
+9. Slow tests: a test that took over ``SLOW_S`` seconds without the ``slow`` mark is named in the summary.
 """
 
 
@@ -149,6 +151,22 @@ def pytest_addoption(parser):
     parser.addoption("--stack-only", action="store_true", default=False,
                      help="the second stack's run: only the notebooks and the tests that touch the stack "
                           "(tools/testscope.py), not the stack-free ones nor those marked one_stack")
+    parser.addoption("--outputs-file", default=None,
+                     help="a run split in two sessions (make test TEST_PATHS=tests, then TEST_PATHS=notebooks): the "
+                          "tests' session writes what they printed here, the notebooks' session reads it, so the "
+                          "error-index check sees both")
+
+
+def on_this_stack(path) -> bool:
+    """Whether ``make test`` on this stack (``STACK``, the Makefile's) runs the lesson: its registry entry's
+    ``stacks``; every lesson when ``STACK`` is unset (pytest run by hand)."""
+    stack = os.environ.get("STACK") or _SESSION_ENV.get("STACK")
+    if not stack:
+        return True
+    import json
+
+    entry = json.loads(Path(path).read_text(encoding="utf-8")).get("metadata", {}).get("course", {})
+    return stack in entry.get("stacks", [stack])
 
 
 def why_stack(item) -> "str | None":
@@ -164,8 +182,12 @@ def why_stack(item) -> "str | None":
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
-    keep = []
+    keep, stacks = [], {}
     for item in items:
+        path = str(getattr(item, "fspath", ""))
+        if path.endswith(".ipynb") and not stacks.setdefault(path, on_this_stack(path)):
+            _LEFT_OUT.append((item.nodeid, "not on this stack"))
+            continue
         why = why_stack(item)
         if why is not None:
             item.add_marker(pytest.mark.stack(why))
@@ -289,9 +311,10 @@ def times_record(times: dict, failed: set, mode: str) -> dict:
 def pytest_terminal_summary(terminalreporter):
     tr = terminalreporter
     if _LEFT_OUT:
-        free = sum(why == "stack-free" for _, why in _LEFT_OUT)
-        tr.write_line(f"--stack-only: left out {free} stack-free test(s) and {len(_LEFT_OUT) - free} marked "
-                      "one_stack (the first stack's run ran them)")
+        count = {why: sum(w == why for _, w in _LEFT_OUT) for why in ("stack-free", "one_stack", "not on this stack")}
+        tr.write_line(f"left out: {count['stack-free']} stack-free test(s) and {count['one_stack']} marked one_stack "
+                      f"(--stack-only: the first stack's run ran them), {count['not on this stack']} notebook cell(s) "
+                      "of lessons whose registry entry leaves out this stack")
     for secs, nodeid in sorted(_UNMARKED_SLOW, reverse=True):
         tr.write_line(f"slow but not marked slow: {nodeid} took {secs:.0f} s (over {SLOW_S:.0f} s: make it faster "
                       "or mark it slow and say why)", yellow=True)
@@ -367,11 +390,21 @@ def pytest_runtest_makereport(item, call):
 def pytest_sessionfinish(session, exitstatus):
     _finish_notebook_times(session)
     root = Path(__file__).resolve().parent.parent
-    all_nbs = {p.name for p in (root / "notebooks").glob("*.ipynb")}
+    all_nbs = {p.name for p in (root / "notebooks").glob("*.ipynb") if on_this_stack(p)}
+    ran_tests = any("tests" in str(a) for a in session.config.args)
+    outputs = session.config.getoption("outputs_file")
+    if outputs and ran_tests and _RAN_NOTEBOOKS != all_nbs:   # the tests' half of a split run: keep what they said
+        Path(outputs).parent.mkdir(parents=True, exist_ok=True)
+        Path(outputs).write_text("\n".join(_OUTPUT), encoding="utf-8")
+        return
     if not all_nbs or _RAN_NOTEBOOKS != all_nbs or not os.environ.get("CHECK_ERROR_INDEX", "1") == "1":
         return
-    if not any("tests" in str(a) for a in session.config.args):
-        return
+    if not ran_tests:
+        if not outputs:
+            return
+        if not Path(outputs).is_file():
+            raise pytest.UsageError(f"--outputs-file={outputs}: no such file; the tests' half of the run writes it")
+        _OUTPUT.append(Path(outputs).read_text(encoding="utf-8"))   # the notebooks' half: both halves together
     index = (root / "TROUBLESHOOTING.md").read_text(encoding="utf-8")
     # The "## Slurm" section's messages come from a real Slurm: make slurm-check produces and checks them all.
     slurm = set(error_index.parse(error_index.section(index, "Slurm")))
