@@ -76,7 +76,7 @@ ifneq ($(filter-out each all off,$(RERUN)),)
 endif
 nb_rerun = NB_RERUN=$(if $(filter off,$(RERUN)),,$(or $(RERUN),$(1)))
 
-.PHONY: help install install-torch install-book lab lint test unit notebooks capsule capsule-record gpu-check sync-notebooks clean bench rerun-each memcheck timings book book-test slurm-check
+.PHONY: help install install-torch install-book lab lint test unit notebooks capsule capsule-python capsule-record gpu-check sync-notebooks clean bench rerun-each memcheck timings book book-test slurm-check
 
 help:
 	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
@@ -88,6 +88,7 @@ help:
 	@echo "make unit         - unit tests without the slow end-to-end ones"
 	@echo "make lint         - ruff and the notebook rules (tools/nblint.py), without the course's environment"
 	@echo "make capsule      - build the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3) if Python 3.6 exists"
+	@echo "make capsule-python - Python 3.6 for the capsule from conda-forge where there is none (GitHub's runners)"
 	@echo "make capsule-record - re-record the capsule transcripts lessons 04/05 replay (needs the capsule)"
 	@echo "make bench        - the scaling benchmark from the command line: CSV + PNG under _output/bench/"
 	@echo "make book         - the course website (each lesson's executed copy, search, launch links) in _build/book/html/"
@@ -176,6 +177,15 @@ capsule:
 	  $(CAPSULE)/bin/python -m pip install -q --disable-pip-version-check "wheel<0.38"; \
 	  $(CAPSULE)/bin/python -m pip install -q --disable-pip-version-check -r $(CAPSULE_REQ); \
 	  touch $(CAPSULE)/.installed; echo "time capsule: built"; fi
+
+# Python 3.6 for the capsule where there is none but conda is (GitHub's runners: $CONDA; setup-python no longer
+# offers 3.6 there): conda-forge's build, put where `make capsule` looks for it (pyenv's versions folder).
+capsule-python:
+	@if [ -n "$(PY36)" ]; then echo "capsule-python: Python 3.6 is here ($(PY36))"; else \
+	  conda=$${CONDA:+$$CONDA/bin/}conda; command -v $$conda >/dev/null \
+	    || { echo "capsule-python: no Python 3.6 and no conda to get one (pyenv install 3.6 works too)"; exit 1; }; \
+	  $$conda create --yes --quiet --prefix "$(PYENV_VERSIONS)/3.6-conda" --channel conda-forge --override-channels \
+	    python=3.6 && echo "capsule-python: conda-forge's Python 3.6 in $(PYENV_VERSIONS)/3.6-conda"; fi
 
 # Maintainers: re-record helpers/transcripts/ from live runs of the 2017 scripts.
 capsule-record: $(STAMP) capsule
