@@ -58,8 +58,9 @@ def test_registry_not_empty():
 #: Exercises whose checkers start processes (two workers, a JAX subprocess, the capstone's training runs): each
 #: registers itself with ``slow=True``; test_solution_is_correct fails one unregistered that takes as long.
 SLOW_KEYS = {key for key in KEYS if exercises.get(key).slow}
-#: Seconds a solution's check may take unless its exercise is registered slow (the suite's rule for any test).
-FAST_S = 30
+#: Seconds a solution's check may take unless its exercise is registered slow: twice the suite's 30 s for any test,
+#: so that a loaded machine (CI runs both stacks' tests at once) does not fail a fast checker.
+FAST_S = 60
 
 
 @pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_KEYS else k for k in KEYS])

@@ -200,7 +200,7 @@ def register(key: str, *, title: str, checker: Checker, solution: Callable[[], A
     when it does not begin so: ``wants="train(strategy, x, y)"``), ``takes``: a function answer's positional
     arguments, ``giveaways``: words the hint must not contain (they would give the answer away; a test checks),
     ``slow``: its checker starts processes (workers, a JAX subprocess, training runs), so the tests mark it slow
-    (a test fails when a checker not marked slow starts one)."""
+    (a test fails when a checker not marked slow takes as long)."""
     if not re.fullmatch(r"\d\d\.\d+", key):
         raise ValueError(f"exercise key must look like '01.2', got {key!r}")
     if not callable(checker) or not callable(solution):
