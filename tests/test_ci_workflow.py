@@ -47,7 +47,7 @@ def _make_lines(text: str) -> list[str]:
     for line in text.splitlines():
         m = re.search(r'(?:^|\s)(?:phase|background) "[^"]*" (make .*)$', line) or re.match(r"\s*(make .*)$", line)
         if m and not line.lstrip().startswith("#"):
-            found.append(m.group(1).strip())
+            found.append(re.sub(r"\s*(&&|\|\||\\)$", "", m.group(1).strip()))   # a command chained to the next
     return found
 
 
