@@ -8,6 +8,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 STACK ?= pinned
+# The lessons' registry entries say on which stacks `make test` runs them (tools/pytest_course.py reads STACK).
+export STACK
 PYENV_VERSIONS := $${PYENV_ROOT:-$$HOME/.pyenv}/versions
 # An interpreter of the wanted version that really runs (a pyenv shim of an unselected version does not).
 find_python = $(shell for c in $(PYENV_VERSIONS)/$(1)*/bin/python$(1) $$(command -v python$(1)); do \
@@ -36,7 +38,7 @@ else ifeq ($(STACK),hosted)
   REFRESH_HELPERS := $(VENV)/bin/python -m pip install -q --no-deps --no-build-isolation --force-reinstall . && rm -rf build
   # The JAX lessons on Kaggle's T4 x2 count, 2 devices (the pinned stack runs them on 4): Kaggle's versions and
   # Kaggle's device count together, and each lesson still runs once per stack.
-  NB_RUN_ENV := NB_KERNEL_ENV=MULTIGPU_JAX_DEVICES=2
+  NB_RUN_ENV := MULTIGPU_JAX_DEVICES=2
 else ifeq ($(STACK),latest)
   PY_VERSION := 3.13
   VENV ?= .venv-latest
@@ -81,7 +83,7 @@ ifneq ($(filter-out each all off,$(RERUN)),)
 endif
 nb_rerun = NB_RERUN=$(if $(filter off,$(RERUN)),,$(or $(RERUN),$(1)))
 
-.PHONY: help install install-torch install-book lock pin-helpers lab lint test unit notebooks capsule capsule-record gpu-check sync-notebooks clean bench rerun-each memcheck timings book book-test slurm-check
+.PHONY: help install install-torch install-book lock pin-helpers lab lint test unit notebooks capsule capsule-python capsule-record gpu-check sync-notebooks clean bench rerun-each memcheck timings book book-test slurm-check
 
 help:
 	@echo "make lab          - create .venv if needed, install, start JupyterLab on notebooks/00_start_here.ipynb"
@@ -93,6 +95,7 @@ help:
 	@echo "make unit         - unit tests without the slow end-to-end ones"
 	@echo "make lint         - ruff and the notebook rules (tools/nblint.py), without the course's environment"
 	@echo "make capsule      - build the 2017 time capsule (Python 3.6 + TF 1.3 + Keras 2.1.3) if Python 3.6 exists"
+	@echo "make capsule-python - Python 3.6 for the capsule from conda-forge where there is none (GitHub's runners)"
 	@echo "make capsule-record - re-record the capsule transcripts lessons 04/05 replay (needs the capsule)"
 	@echo "make bench        - the scaling benchmark from the command line: CSV + PNG under _output/bench/"
 	@echo "make book         - the course website (each lesson's executed copy, search, launch links) in _build/book/html/"
@@ -101,6 +104,7 @@ help:
 	@echo "                    pinned stack); RERUN=all: each notebook top to bottom twice in one kernel instead"
 	@echo "make memcheck     - peak memory (kernel + child processes) and time per notebook; NOTEBOOKS=..., MEMCHECK_ARGS=--one-core (Binder-like)"
 	@echo "make timings      - measure every notebook (2 cores + one core) and regenerate docs/workshop.md's timing table"
+	@echo "                    (LESSON=NN: that lesson alone, added to the recorded times)"
 	@echo "make gpu-check    - on a GPU machine: every notebook on 1 GPU split in 2 and on 2 real GPUs, timed, with a report"
 	@echo "make slurm-check  - start a one-node Slurm here and run the course's jobs under it (root; tools/slurm/check.sh)"
 	@echo "make chaos        - kill each resumable job KILLS=20 times (half mid-write), rerun it, check what survived"
@@ -201,6 +205,15 @@ capsule:
 	  $(CAPSULE)/bin/python -m pip install -q --disable-pip-version-check -r $(CAPSULE_REQ); \
 	  touch $(CAPSULE)/.installed; echo "time capsule: built"; fi
 
+# Python 3.6 for the capsule where there is none but conda is (GitHub's runners: $CONDA; setup-python no longer
+# offers 3.6 there): conda-forge's build, put where `make capsule` looks for it (pyenv's versions folder).
+capsule-python:
+	@if [ -n "$(PY36)" ]; then echo "capsule-python: Python 3.6 is here ($(PY36))"; else \
+	  conda=$${CONDA:+$$CONDA/bin/}conda; command -v $$conda >/dev/null \
+	    || { echo "capsule-python: no Python 3.6 and no conda to get one (pyenv install 3.6 works too)"; exit 1; }; \
+	  $$conda create --yes --quiet --prefix "$(PYENV_VERSIONS)/3.6-conda" --channel conda-forge --override-channels \
+	    python=3.6 && echo "capsule-python: conda-forge's Python 3.6 in $(PYENV_VERSIONS)/3.6-conda"; fi
+
 # Maintainers: re-record helpers/transcripts/ from live runs of the 2017 scripts.
 capsule-record: $(STAMP) capsule
 	$(TEST_ENV) $(PY) tools/capsule_record.py
@@ -208,10 +221,13 @@ capsule-record: $(STAMP) capsule
 # Every test and every notebook, once, in one session (the error index needs both). Lessons 04/05 use the time
 # capsule where `make capsule` built it, else its recorded transcript; `make test` does not build it unasked.
 # On the pinned stack each lesson that passes leaves its executed copy for the website ($(BOOK_DIR)/executed).
+# TEST_PATHS=tests, then TEST_PATHS=notebooks, splits it in two sessions (CI: both stacks' tests at once, then the
+# lessons alone, so that their times stay honest), with PYTEST_ARGS=--outputs-file=PATH in both for the error index.
+TEST_PATHS ?= tests notebooks
 test: $(TORCH_STAMP)
 	$(REFRESH_HELPERS)
 	@echo "stack: $(STACK) ($(VENV), $$($(PY) -c 'import platform; print("Python", platform.python_version())'))"
-	$(NB_RUN_ENV) $(call nb_rerun,$(TEST_RERUN)) $(TEST_ENV) $(PY) -m pytest tests notebooks $(NBVAL) $(PYTEST_ARGS)
+	$(NB_RUN_ENV) $(call nb_rerun,$(TEST_RERUN)) $(TEST_ENV) $(PY) -m pytest $(TEST_PATHS) $(NBVAL) $(PYTEST_ARGS)
 
 # The unit tests without the end-to-end ones (marked slow: an environment built, a server or kernel started, a
 # lesson's script run); `make test` runs them all.
@@ -252,8 +268,8 @@ bench: $(STAMP)
 	$(TEST_ENV) $(PY) tools/benchmark.py --out _output/bench
 
 # The notebooks with every code cell executed twice in a row, then on to the next (a learner's Shift+Enter twice),
-# each in a fresh kernel from a temporary folder; cells that refuse a re-run on purpose are listed in
-# tools/pytest_course.py (REFUSALS). RERUN=all: "Run All" twice in one kernel instead. NOTEBOOKS=... picks some.
+# each in a fresh kernel from a temporary folder (tools/pytest_course.py's NB_RERUN). RERUN=all: "Run All" twice in
+# one kernel instead. NOTEBOOKS=... picks some.
 rerun-each: $(TORCH_STAMP)
 	$(REFRESH_HELPERS)
 	$(NB_RUN_ENV) $(call nb_rerun,each) $(TEST_ENV) $(PY) -m pytest $(or $(NOTEBOOKS),notebooks) $(NBVAL) $(PYTEST_ARGS)
@@ -269,15 +285,19 @@ memcheck: $(TORCH_STAMP)
 # The workshop timing table (docs/workshop.md) from measured data (docs/timings.json): every notebook through
 # nbval on this machine, then tools/memcheck.py --one-core; records both and re-renders the table. Run it on a
 # quiet 2-core machine from a fresh clone, then commit docs/timings.json and docs/workshop.md.
+# LESSON=NN measures that lesson alone and adds it to the recorded runs (a new lesson; the same stack only).
 TIMINGS_DIR ?= _output/timings
 TIMINGS_MACHINE ?=
+LESSON ?=
+TIMINGS_NOTEBOOKS := $(if $(LESSON),$(wildcard notebooks/$(LESSON)_*.ipynb),notebooks)
 timings: $(TORCH_STAMP) capsule
+	@test -n "$(TIMINGS_NOTEBOOKS)" || { echo "timings: no notebook notebooks/$(LESSON)_*.ipynb"; exit 1; }
 	$(REFRESH_HELPERS)
 	rm -rf $(TIMINGS_DIR) && mkdir -p $(TIMINGS_DIR)
-	NB_TIMES_JSON=$(TIMINGS_DIR)/nb_times.json NB_RERUN= $(TEST_ENV) $(PY) -m pytest notebooks $(NBVAL)
-	$(TEST_ENV) $(PY) tools/memcheck.py --one-core --json $(TIMINGS_DIR)/memcheck.json
+	NB_TIMES_JSON=$(TIMINGS_DIR)/nb_times.json NB_RERUN= $(TEST_ENV) $(PY) -m pytest $(TIMINGS_NOTEBOOKS) $(NBVAL)
+	$(TEST_ENV) $(PY) tools/memcheck.py --one-core --json $(TIMINGS_DIR)/memcheck.json $(if $(LESSON),$(TIMINGS_NOTEBOOKS))
 	$(PY) tools/timings.py record --tests $(TIMINGS_DIR)/nb_times.json --memcheck $(TIMINGS_DIR)/memcheck.json \
-	  $(if $(TIMINGS_MACHINE),--machine "$(TIMINGS_MACHINE)")
+	  $(if $(TIMINGS_MACHINE),--machine "$(TIMINGS_MACHINE)") $(if $(LESSON),--merge)
 	python3 tools/generate.py
 
 # The course website (tools/book.py says how): the executed copies the pinned stack's nbval run left (`make test`,

@@ -22,9 +22,13 @@ JAX_DEVICES_ENV = "MULTIGPU_JAX_DEVICES"
 T = TypeVar("T")
 
 
-def mode() -> str:
-    """``"quick"`` (default) or ``"full"``; ``ValueError`` for anything else (``MULTIGPU_MODE=ful``)."""
-    value = os.environ.get(ENV_VAR, "quick").strip().lower() or "quick"
+def mode(default: str = "quick") -> str:
+    """``"quick"`` or ``"full"`` (``default`` when unset: quick, except for a check made for GPU machines);
+    ``ValueError`` for anything else (``MULTIGPU_MODE=ful``). Every reader of the mode calls this, the maintainer
+    tools too (tools/pytest_course.py, memcheck.py, gpu_check.py)."""
+    if default not in MODES:
+        raise ValueError(f"default must be one of {', '.join(MODES)}, got {default!r}")
+    value = os.environ.get(ENV_VAR, default).strip().lower() or default
     if value not in MODES:
         raise ValueError(f"{ENV_VAR}={value!r} is not a mode; use one of {', '.join(MODES)}.")
     return value

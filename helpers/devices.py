@@ -18,6 +18,8 @@ from .tables import print_table
 
 #: The most replica devices the course creates; :func:`check_device_count`'s message says why.
 MAX_DEVICES = 64
+#: Replicas a TensorFlow lesson gets when it names none (``ensure_devices()``, ``setup_notebook()``): written once.
+DEFAULT_REPLICAS = 2
 KIND_GPUS = "GPUs"
 KIND_SPLIT_GPU = "GPU 0 split into logical GPUs"
 KIND_SPLIT_CPU = "CPU split into logical CPUs"
@@ -71,7 +73,7 @@ def replica_plan(n: int, n_gpus: int) -> str:
     return KIND_SPLIT_GPU if n_gpus else KIND_SPLIT_CPU
 
 
-def ensure_devices(n: int = 2) -> list[str]:
+def ensure_devices(n: int = DEFAULT_REPLICAS) -> list[str]:
     """``n`` replica device names (``['/device:GPU:0', ...]``), made as :func:`replica_plan` says; ``RuntimeError``
     when TensorFlow's devices were already initialised in a way that cannot give ``n``. With more GPUs than ``n``,
     only the first ``n`` stay visible in this process, so ``tf.distribute.MirroredStrategy()`` uses the replicas."""

@@ -15,7 +15,15 @@ from typing import Optional
 from . import config
 from .checks import nonneg_int
 from .config import SCRATCH_ENV
-from .devices import check_device_count, ensure_devices, gpu_names, replica_kind, replicas_note, show_devices
+from .devices import (
+    DEFAULT_REPLICAS,
+    check_device_count,
+    ensure_devices,
+    gpu_names,
+    replica_kind,
+    replicas_note,
+    show_devices,
+)
 from .meshes import choose_jax_platform
 from .quiet import install_native_filter
 from .subproc import at_exit
@@ -70,9 +78,9 @@ def _select_backend(backend: str, n_devices: Optional[int]) -> Optional[int]:
     return n_devices or plan.devices
 
 
-def jax_devices(n: int) -> list[str]:
-    """``n`` JAX devices (GPUs if present, else forced host CPU devices) as strings."""
-    check_device_count(n)
+def _jax_devices(n: int) -> list[str]:
+    """``n`` JAX devices (GPUs if present, else forced host CPU devices) as strings; ``n`` is a plan's count
+    (:func:`helpers.meshes.jax_device_plan` validated it)."""
     import jax
 
     devs = jax.devices()
@@ -84,25 +92,29 @@ def jax_devices(n: int) -> list[str]:
 
 def setup_notebook(devices: Optional[int] = None, backend: str = "tensorflow") -> list[str]:
     """Prepare a lesson (backend, replica devices, seeds), print versions and devices, return the device names.
-    ``devices``: TensorFlow replicas (default 2); on JAX the default is what
-    :func:`helpers.meshes.choose_jax_platform` chooses. Safe to call again with the same arguments (Run All twice)."""
+    ``devices``: TensorFlow replicas (default :data:`helpers.devices.DEFAULT_REPLICAS`, 2); on JAX the devices
+    :func:`helpers.meshes.choose_jax_platform` plans (its plan when None); PyTorch takes none (one process per
+    device). Checked once, here, before a framework starts. Safe to call again with the same arguments."""
     config.validate_environment()  # a typo in MULTIGPU_* fails here, before seconds of importing TensorFlow
     if "ipykernel" in sys.modules:  # in a notebook: keep TensorFlow's harmless C++ lines out of the cells
         install_native_filter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-    if devices is not None:
+    if devices is not None:                      # the one check of devices, before anything starts
         check_device_count(devices)
+        if backend == "torch":
+            raise ValueError(f"setup_notebook(backend='torch') takes no devices, got devices={devices!r}: PyTorch "
+                             "runs one process per device (helpers.torch_backend.process_plan)")
     n_jax = _select_backend(backend, devices)
     if backend == "torch":                       # lesson 12: one process per device (helpers.torch_backend)
         return setup_torch(where_am_i(), no_gpu_advice)
     if backend == "tensorflow":
-        names = ensure_devices(2 if devices is None else devices)
+        names = ensure_devices(DEFAULT_REPLICAS if devices is None else devices)
         import tensorflow as tf
 
         tf.get_logger().setLevel("WARNING")  # tf.distribute's INFO lines drown the lesson's output
     else:
-        names = jax_devices(n_jax)
+        names = _jax_devices(n_jax)
     import keras
 
     keras.utils.set_random_seed(42)

@@ -11,6 +11,9 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# The unit tests choose their JAX device counts themselves (the default, or [2] and [4]); a count the run was started
+# with (make test STACK=hosted: Kaggle's 2) is for the notebooks, whose kernels get the environment the run began with.
+os.environ.pop("MULTIGPU_JAX_DEVICES", None)
 
 import pytest  # noqa: E402
 

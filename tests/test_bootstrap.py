@@ -54,6 +54,8 @@ def _colab_like_venv(dest: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.one_stack(reason="it rebuilds Colab's situation (a git install into a venv that has the frameworks); "
+                       "lesson 00 itself runs on every stack through nbval, so the first stack's run covers it")
 def test_notebook_bootstraps_from_git_outside_repo(tmp_path, monkeypatch):
     (tmp_path / "clone").mkdir()
     url = _local_clone(tmp_path / "clone")

@@ -26,7 +26,8 @@ def live_python():
         message = ("no time capsule (.capsule/bin/python): run `make capsule` "
                    f"(or set {capsule.CAPSULE_ENV}); lessons 04/05 fall back to recorded transcripts")
         if os.environ.get("CI") == "true":
-            pytest.fail("CI must run the time capsule live, but " + message)
+            pytest.fail("CI must run the time capsule live (it needs Python 3.6: pyenv's, or conda-forge's from "
+                        "`make capsule-python`, the GitHub workflow's step), but " + message)
         pytest.skip(message)
     return python
 

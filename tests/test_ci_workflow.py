@@ -47,7 +47,7 @@ def _make_lines(text: str) -> list[str]:
     for line in text.splitlines():
         m = re.search(r'(?:^|\s)(?:phase|background) "[^"]*" (make .*)$', line) or re.match(r"\s*(make .*)$", line)
         if m and not line.lstrip().startswith("#"):
-            found.append(m.group(1).strip())
+            found.append(re.sub(r"\s*(&&|\|\||\\)$", "", m.group(1).strip()))   # a command chained to the next
     return found
 
 
@@ -56,7 +56,8 @@ def test_every_step_is_ci_run_or_a_makefile_target():
     assert runs, "the workflow has no run steps"
     ci_run = (ROOT / ".ci" / "run").read_text()
     commands = [ln for ln in runs if ln not in ("bash .ci/run", "bash .ci/run fast")] + _make_lines(ci_run)
-    assert {"bash .ci/run", "bash .ci/run fast"} <= set(runs) and "make test" in commands
+    assert {"bash .ci/run", "bash .ci/run fast"} <= set(runs) and any(c.split()[:2] == ["make", "test"]
+                                                                       for c in commands)
     targets = makefile_targets((ROOT / "Makefile").read_text())
     for line in commands:
         words = line.split()
@@ -70,11 +71,19 @@ def test_every_step_is_ci_run_or_a_makefile_target():
 
 
 def test_the_full_run_is_make_test_on_both_stacks():
-    """.ci/run calls the README's test command on both stacks (on the pinned one it runs each cell twice: the
-    Makefile's TEST_RERUN), and the other checks CI promises."""
-    full = set(_make_lines((ROOT / ".ci" / "run").read_text()))
+    """.ci/run calls the README's test command on both stacks, each split in its tests and its lessons with one
+    outputs file for the error index (on the pinned stack each cell runs twice: the Makefile's TEST_RERUN; the
+    hosted stack's tests are those that touch it), and the other checks CI promises."""
+    lines = _make_lines((ROOT / ".ci" / "run").read_text())
+    full = {" ".join(w for w in line.split() if not w.startswith(("TEST_PATHS=", "PYTEST_ARGS=", "--"))
+                     and w != "\\") for line in lines}
     assert {"make test", "make test STACK=hosted", "make book-test", "make slurm-check", "make lint",
-            "make capsule", "make chaos KILLS=2"} <= full
+            "make capsule", "make chaos KILLS=2"} <= full, full
+    for stack, extra in (("", ""), (" STACK=hosted", "--stack-only ")):
+        halves = [ln for ln in lines if ln.startswith(f"make test{stack} TEST_PATHS=")]
+        files = {ln.split("--outputs-file=")[1].split()[0].strip('"') for ln in halves}
+        assert sorted(ln.split("TEST_PATHS=")[1].split()[0] for ln in halves) == ["notebooks", "tests"], halves
+        assert len(files) == 1 and all(extra in ln for ln in halves if "TEST_PATHS=tests" in ln), halves
     dry = subprocess.run(["make", "-n", "--no-print-directory", "test"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60, stdin=subprocess.DEVNULL, env=_env())
     assert " NB_RERUN=each " in dry.stdout.splitlines()[-1], dry.stdout[-500:]

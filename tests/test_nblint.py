@@ -29,7 +29,8 @@ def test_the_course_passes_every_rule():
 def test_cli_lists_runs_and_fails(capsys, monkeypatch):
     assert nblint.main(["--list"]) == 0 and "copy-box" in capsys.readouterr().out
     assert nblint.main(["--rule", "scripts"]) == 0
-    monkeypatch.setitem(nblint.TAUGHT_CALLS, "03", ["a_call_no_lesson_writes("])
+    real = nblint.taught_calls
+    monkeypatch.setattr(nblint, "taught_calls", lambda nb: real(nb) + ["a_call_no_lesson_writes("])
     assert nblint.main(["--rule", "taught-calls"]) == 1
     assert "03_from_multi_gpu_model_to_mirrored_strategy.ipynb: taught-calls:" in capsys.readouterr().out
 
@@ -76,13 +77,34 @@ def test_exercises():
     assert check(wrong, LESSON) == ["exercise 04.2 is checked in lesson 03"]
 
 
-def test_taught_calls(monkeypatch):
-    monkeypatch.setitem(nblint.TAUGHT_CALLS, "03", ["strategy.scope()", ".fit("])
+def _entry(nb, **fields):
+    """``nb`` with a registry entry: the real lesson 03's, changed by ``fields``."""
+    [path] = nblint.NOTEBOOKS.glob("03_*.ipynb")
+    entry = {**json.loads(path.read_text(encoding="utf-8"))["metadata"]["course"], **fields}
+    return {**nb, "metadata": {"course": entry}}
+
+
+def test_taught_calls():
     check = _rule("taught-calls")
-    assert check(_nb("with strategy.scope():\n    m = f()", "m.fit(x)"), LESSON) == []
-    assert check(_nb("m = helpers.train_in_scope()", "m.fit(x)"), LESSON) == [
+    taught = ["strategy.scope()", ".fit("]
+    assert check(_entry(_nb("with strategy.scope():\n    m = f()", "m.fit(x)"), taught=taught), LESSON) == []
+    assert check(_entry(_nb("m = helpers.train_in_scope()", "m.fit(x)"), taught=taught), LESSON) == [
         "the lesson teaches strategy.scope() but no cell writes it"]
-    assert "no entry" in check(_nb("x"), Path("notebooks/99_new.ipynb"))[0]
+    assert "taught is empty" in check(_entry(_nb("x"), taught=[]), Path("notebooks/99_new.ipynb"))[0]
+    assert check(_entry(_nb("x"), taught=[]), Path("notebooks/00_start_here.ipynb")) == []
+
+
+def test_the_registry_flags_say_what_the_cells_do():
+    check = _rule("registry")
+    tf_lesson = _nb('REPLICAS = helpers.setup_notebook(devices=2)', '%%writefile job.sbatch\nsrun python t.py')
+    assert check(_entry(tf_lesson, jax=False, slurm=["job.sbatch"]), LESSON) == []
+    assert check(_entry(tf_lesson, jax=True, slurm=[]), LESSON) == [
+        "metadata.course.jax is true, but setup_notebook's backend is 'tensorflow'"]
+    jax_lesson = _nb('REPLICAS = helpers.setup_notebook(backend="jax")')
+    assert check(_entry(jax_lesson, jax=True, slurm=[]), LESSON) == []
+    assert check(_entry(jax_lesson, jax=False, slurm=["job.sbatch"]), LESSON) == [
+        "metadata.course.jax is false, but setup_notebook's backend is 'jax'",
+        "metadata.course.slurm names job.sbatch, which no %%writefile cell writes"]
 
 
 BOX = "## Copy this\n\n```python\nimport keras\nassert keras.__version__\n```\n"
@@ -198,8 +220,8 @@ def test_registry():
 
     nb = nbtemplate.new_notebook("notebooks/03_some_lesson.ipynb", "Some lesson")
     problems = _rule("registry")(nb, LESSON)                       # the template leaves TODOs to fill in
-    assert problems and all("must be one line of real text" in p for p in problems), problems
-    nb["metadata"]["course"].update(summary="s", kaggle="k", dominates="d")
+    assert problems and all("must be one line of real text" in p or "taught must be" in p for p in problems), problems
+    nb["metadata"]["course"].update(summary="s", kaggle="k", dominates="d", taught=["strategy.scope("])
     nb["metadata"]["course"]["workshop"][0]["notes"] = "n"
     assert _rule("registry")(nb, LESSON) == []
     del nb["metadata"]["course"]

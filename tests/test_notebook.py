@@ -23,8 +23,8 @@ def test_setup_notebook_bad_args():
         notebook.setup_notebook(devices=2, backend="mxnet")
     with pytest.raises(ValueError, match="MAX_DEVICES"):   # the JAX device count has the same cap
         notebook.setup_notebook(devices=10000, backend="jax")
-    with pytest.raises(ValueError, match="MAX_DEVICES"):
-        notebook.jax_devices(10000)
+    with pytest.raises(ValueError, match="takes no devices"):
+        notebook.setup_notebook(devices=2, backend="torch")
 
 
 def test_backend_already_fixed(replicas):

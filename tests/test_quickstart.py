@@ -124,6 +124,8 @@ def _learners_files(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
+@pytest.mark.one_stack(reason="lesson 00 runs these same bytes on every stack (nbval); this run adds the learner's "
+                       "files, the helpers kept out and a run after the end, which no stack changes")
 def test_runs_alone_keeps_your_files_and_says_when_done(tmp_path):
     """From a folder that holds a learner's files and an empty train_2gpus.run/ (a kill between the folder and its
     mark): it trains on 2+ replicas, touches none of the learner's files, and a run after the end trains nothing,

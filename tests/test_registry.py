@@ -25,11 +25,14 @@ def test_the_generated_files_are_fresh():
 def test_every_lesson_has_a_complete_entry_numbered_from_00():
     lessons = registry.load()
     assert [ls.number for ls in lessons] == [f"{i:02d}" for i in range(len(lessons))] and len(lessons) >= 12
-    assert all(ls.workshop for ls in lessons)
+    assert all(ls.workshop and "pinned" in ls.stacks for ls in lessons)
+    assert [ls.number for ls in lessons if ls.jax][:3] == ["08", "10", "11"]
+    assert {ls.number for ls in lessons if ls.slurm} >= {"07", "08", "12"}
 
 
 GOOD = {"title": "T", "summary": "s", "kaggle": "k", "words": 1000, "dominates": "d",
-        "workshop": [{"session": 1, "minutes": 10, "part": "", "notes": "n"}]}
+        "workshop": [{"session": 1, "minutes": 10, "part": "", "notes": "n"}],
+        "taught": ["strategy.scope("], "stacks": ["pinned", "hosted"], "jax": False, "slurm": []}
 
 
 @pytest.mark.parametrize("edit, words", [
@@ -43,6 +46,13 @@ GOOD = {"title": "T", "summary": "s", "kaggle": "k", "words": 1000, "dominates":
     (lambda e: e["workshop"][0].update(session=3), "1, 2 or 'optional'"),
     (lambda e: e["workshop"][0].update(minutes=0), "whole number > 0"),
     (lambda e: e["workshop"][0].pop("part"), "exactly the fields"),
+    (lambda e: e.pop("taught"), "no 'taught'"),
+    (lambda e: e.update(taught=["TODO"]), "taught must be a list of distinct strings"),
+    (lambda e: e.update(taught="fit("), "taught must be a list of distinct strings"),
+    (lambda e: e.update(stacks=[]), "stacks must name at least one"),
+    (lambda e: e.update(stacks=["colab"]), "stacks may name only pinned, hosted, latest"),
+    (lambda e: e.update(jax="yes"), "jax must be true or false"),
+    (lambda e: e.update(slurm=["a.sbatch", "a.sbatch"]), "slurm must be a list of distinct strings"),
 ])
 def test_an_incomplete_entry_is_refused(edit, words):
     entry = json.loads(json.dumps(GOOD))
@@ -66,7 +76,7 @@ def _course(tmp_path: Path, blocks: dict[str, list]) -> Path:
 
     for name, workshop in blocks.items():
         nb = nbtemplate.new_notebook(f"notebooks/{name}", f"Title {name[:2]}", learn="x")
-        nb["metadata"]["course"].update(summary=f"what {name[:2]} teaches", kaggle="Both GPUs.",
+        nb["metadata"]["course"].update(summary=f"what {name[:2]} teaches", kaggle="Both GPUs.", taught=["fit("],
                                         dominates=f"work {name[:2]}", workshop=[
                                             {"session": s, "minutes": m, "part": p, "notes": f"notes {name[:2]}"}
                                             for s, m, p in workshop])

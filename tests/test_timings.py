@@ -104,6 +104,26 @@ def test_record_both_runs():
     assert data["one_core"]["date"] == "2026-01-03" and data["one_core"]["machine"] == "box"
 
 
+def test_one_lesson_is_added_to_the_recorded_runs():
+    """`make timings LESSON=NN`: the new lesson's times join the others', on the same stack only."""
+    data = timings.record_tests({}, _nb_times(), "box", date="2026-01-03")
+    data = timings.record_memcheck(data, _memcheck(), "box")
+    new = {"01_b.ipynb": {"seconds": 20.0, "budget_s": 45.0, "verdict": "ok"}}
+    data = timings.record_tests(data, _nb_times(notebooks=new), "other box", date="2026-02-01", merge=True)
+    mem = {"01_b.ipynb": {"peak_mib": 900.0, "peak_procs": 2, "seconds": 33.0, "ok": True}}
+    data = timings.record_memcheck(data, _memcheck(notebooks=mem, date="2026-02-01T10:00:00Z"), "x", merge=True)
+    assert data["two_core"]["notebooks"] == {"00_a.ipynb": {"seconds": 12.3},
+                                             "01_b.ipynb": {"seconds": 20.0, "date": "2026-02-01"}}
+    assert data["two_core"]["machine"] == "box" and data["two_core"]["date"] == "2026-01-03"
+    assert data["one_core"]["notebooks"]["01_b.ipynb"]["peak_mib"] == 900.0
+    assert timings.problems(data, ["00_a.ipynb", "01_b.ipynb"]) == []
+    other = _nb_times(notebooks=new, packages={**STACK, "keras": "3.13.2"})
+    with pytest.raises(ValueError, match="re-measure every lesson"):
+        timings.record_tests(data, other, "box", merge=True)
+    with pytest.raises(ValueError, match="no earlier two_core run"):
+        timings.record_tests({}, _nb_times(), "box", merge=True)
+
+
 def test_record_refuses_runs_that_do_not_belong_in_the_table():
     with pytest.raises(ValueError, match="full"):
         timings.record_tests({}, _nb_times(mode="full"), "box")
@@ -223,23 +243,19 @@ def test_over_budget_alone_passes_and_full_mode_has_no_budget(tmp_path):
 
 # ---- a learner's kernel and the executed copies (tools/pytest_course.py), through real nbval -----------------
 
-def test_kernel_env_adds_name_value_words():
-    assert root_conftest.kernel_env({"A": "1"}, "B=2 C=x=y") == {"A": "1", "B": "2", "C": "x=y"}
-    with pytest.raises(ValueError, match="NAME=VALUE"):
-        root_conftest.kernel_env({}, "JUSTANAME")
-
-
 @pytest.mark.slow
 def test_kernels_start_as_a_learners_and_passing_notebooks_leave_executed_copies(tmp_path):
     """A unit test sets MPLBACKEND=Agg in the session (as tests/conftest.py does): the notebook's kernel must not
-    see it, so its figure is drawn into the copy; NB_KERNEL_ENV reaches the kernel; a failing notebook leaves no
+    see it, so its figure is drawn into the copy; a setting the session started with (MULTIGPU_JAX_DEVICES=2, as
+    make test STACK=hosted gives it) reaches the kernel though the unit tests drop it; a failing notebook leaves no
     copy, and removes an older one."""
     import nbformat
     import nbtemplate  # tools/nbtemplate.py
 
     (tmp_path / "conftest.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT / 'tools')!r})\n"
                                           "pytest_plugins = ['pytest_course']\n")
-    (tmp_path / "test_sets_env.py").write_text("import os\nos.environ['MPLBACKEND'] = 'Agg'\n\n"
+    (tmp_path / "test_sets_env.py").write_text("import os\nos.environ['MPLBACKEND'] = 'Agg'\n"
+                                               "os.environ.pop('MULTIGPU_JAX_DEVICES')\n\n"
                                                "def test_nothing():\n    pass\n")
     good = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("# A lesson"),
@@ -256,7 +272,7 @@ def test_kernels_start_as_a_learners_and_passing_notebooks_leave_executed_copies
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_sets_env.py",
                              "00_good.ipynb", "01_bad.ipynb", "--nbval-lax", "--nbval-current-env"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-                            env={**env, "NB_EXECUTED_DIR": str(copies), "NB_KERNEL_ENV": "MULTIGPU_JAX_DEVICES=2",
+                            env={**env, "NB_EXECUTED_DIR": str(copies), "MULTIGPU_JAX_DEVICES": "2",
                                  "NB_BUDGET_S": "600"})
     assert result.returncode == 1 and "1 failed" in result.stdout, result.stdout[-3000:]
     assert sorted(p.name for p in copies.iterdir()) == ["00_good.ipynb"]

@@ -44,4 +44,20 @@ def test_a_lessons_budget_is_its_registry_entry_never_over_the_house_limit(tmp_p
     nb("01_b.ipynb", 1000)        # lesson 02's kind of budget
     nb("02_c.ipynb", 9000)        # an entry cannot lift the limit
     assert [wordcount.budget(p) for p in wordcount.lessons(tmp_path)] == [2600, 1000, 2600]
-    assert wordcount.report(tmp_path)["over_budget"][0] == "01: 1200 words (budget 1000)"
+    report = wordcount.report(tmp_path)
+    assert report["over_budget"][0] == "01: 1200 words (budget 1000)"
+    assert report["core_budget"] == report["course_budget"] == 2600 + 1000 + 2600   # the sums of the lessons'
+    assert "lessons 00-10: 3600 words (budget 6200)" not in report["over_budget"]
+
+
+def test_the_course_budgets_are_the_sums_of_the_lessons_budgets(tmp_path):
+    import json
+
+    for i, words in enumerate([1000] * 11 + [500, 700]):
+        (tmp_path / f"{i:02d}_x.ipynb").write_text(json.dumps({"metadata": {"course": {"words": words}}, "cells": [
+            {"cell_type": "markdown", "source": "word " * (words + (i == 12)), "metadata": {}},
+            {"cell_type": "code", "source": "with strategy.scope():\n    m = f()\nm.fit(x)", "metadata": {}}]}))
+    report = wordcount.report(tmp_path)
+    assert (report["core_budget"], report["course_budget"]) == (11_000, 12_200)
+    assert [o for o in report["over_budget"] if "first multi-replica fit" not in o] == [
+        "12: 701 words (budget 700)", "course: 12201 words (budget 12200)"]

@@ -29,6 +29,7 @@ from typing import Optional, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from helpers import config  # noqa: E402  (standard library only)
 from helpers import gpus as gpu_info  # noqa: E402  (standard library + numpy only: no framework starts)
 
 MEMORY_QUERY = ["--query-gpu=index,memory.used", "--format=csv,noheader,nounits"]
@@ -144,7 +145,8 @@ def _run(shape_name: str, out: Path) -> int:
     rows_smi = gpu_info.parse_nvidia_smi_csv(text or "index\n")
     gpu_name = rows_smi[0].name if rows_smi else "unknown"
     indices = [int(i) for i in shape.visible.split(",")]
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=shape.visible, MULTIGPU_MODE=os.environ.get("MULTIGPU_MODE", "full"))
+    # A GPU machine trains for real unless told otherwise: full is this check's default mode.
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=shape.visible, MULTIGPU_MODE=config.mode(default="full"))
     rows = []
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         start = time.time()

@@ -256,6 +256,7 @@ def format_table(results: list[Result], limit_mib: float = DEFAULT_LIMIT_MIB,
 
 def environment() -> dict:
     """Machine and stack of this run, for the JSON file."""
+    from helpers import config
     from helpers.versions import installed
 
     packages = {name: installed(name) for name in PACKAGES if installed(name)}
@@ -270,7 +271,7 @@ def environment() -> dict:
                         "cpu_model": cpu_model, "memory_gib": round(os.sysconf("SC_PAGE_SIZE")
                                                                    * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
             "python": platform.python_version(), "packages": packages,
-            "mode": os.environ.get("MULTIGPU_MODE", "quick")}
+            "mode": config.mode()}
 
 
 def pin_to_one_core() -> int:

@@ -67,8 +67,25 @@ def format_problems(nb: dict, path: Path) -> list[str]:
     return nbtemplate.format_problems(path.read_text(encoding="utf-8"))
 
 
+def setup_backend(nb: dict) -> str:
+    """The Keras backend of a lesson's ``setup_notebook(...)`` call ("tensorflow" when it names none)."""
+    call = re.search(r"setup_notebook\(([^)]*)\)", _code(nb))
+    backend = re.search(r'backend="(\w+)"', call.group(1)) if call else None
+    return backend.group(1) if backend else "tensorflow"
+
+
 def registry_problems(nb: dict, path: Path) -> list[str]:
-    return registry.entry_problems(nb.get("metadata", {}).get("course"))
+    entry = nb.get("metadata", {}).get("course")
+    found = registry.entry_problems(entry)
+    if found:
+        return found
+    if entry["jax"] != (setup_backend(nb) == "jax"):   # the flag says what the Setup cell does
+        found.append(f"metadata.course.jax is {str(entry['jax']).lower()}, but setup_notebook's backend is "
+                     f"{setup_backend(nb)!r}")
+    missing = [name for name in entry["slurm"] if name not in written_files(nb)]
+    if missing:
+        found.append(f"metadata.course.slurm names {', '.join(missing)}, which no %%writefile cell writes")
+    return found
 
 
 def numbering_problems(paths: list[Path]) -> list[str]:
@@ -105,54 +122,20 @@ def exercise_problems(nb: dict, path: Path) -> list[str]:
 
 # ---- the calls each lesson teaches (written in its cells, not hidden in helpers) ---------------------------
 
-TAUGHT_CALLS = {
-    "01": ["tf.distribute.MirroredStrategy(", "experimental_distribute_dataset(", "strategy.run(",
-           "tf.nn.compute_average_loss(", "apply_gradients(", "with tf.device(", "tf.GradientTape()"],
-    "02": ["tf.config.set_logical_device_configuration(", "tf.config.set_visible_devices(",
-           "tf.config.set_soft_device_placement(False)", "tf.config.experimental.set_memory_growth(",
-           "tf.config.list_logical_devices(", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-           "tf.debugging.set_log_device_placement(True)", "MirroredStrategy(devices=", "--query-gpu=",
-           "subprocess.run("],
-    "03": ["tf.distribute.MirroredStrategy(", "with strategy.scope():", ".compile(", ".fit(",
-           "* strategy.num_replicas_in_sync", ".batch(", ".prefetch(tf.data.AUTOTUNE)", "warmup_target=",
-           ".distribute_strategy.num_replicas_in_sync", "strategy.extended.worker_devices",
-           "layers.RandomTranslation(", "layers.RandomFlip(", "keras.callbacks.LearningRateScheduler(",
-           "keras.callbacks.ReduceLROnPlateau(", "def lr_schedule(epoch, lr):"],
-    "04": ["BatchNormalization(", "synchronized=", "tf.distribute.MirroredStrategy(", "with strategy.scope():",
-           "strategy.experimental_local_results(", "kd.DataParallel("],
-    "05": ["keras.callbacks.ModelCheckpoint(", "keras.models.load_model(", "with strategy.scope():",
-           "save_best_only=True", "initial_epoch=", "keras.callbacks.BackupAndRestore(", "initial_value_threshold=",
-           "%%writefile", "double_checkpoint=True", "os.replace(", "model.optimizer.build("],
-    "06": ["with strategy.scope():", ".fit(", ".cache()", ".prefetch(tf.data.AUTOTUNE)",
-           "keras.mixed_precision.set_global_policy(", "time.perf_counter()", "* strategy.num_replicas_in_sync",
-           "strategy.extended.worker_devices", "compute_capability"],
-    "07": ["%%writefile", "tf.distribute.MultiWorkerMirroredStrategy(", "TF_CONFIG", "strategy.run(",
-           "tf.GradientTape()", "tf.nn.compute_average_loss(", "tf.train.CheckpointManager(",
-           "TFConfigClusterResolver(", "NCCL_DEBUG", "epochs_done", "SlurmClusterResolver(",
-           "srun --kill-on-bad-exit=1"],
-    "08": ["set_distribution(None)", "DataParallel(", "ModelParallel(", "DeviceMesh(",
-           "LayoutMap(", "layout_map[", ".sharding", "addressable_shards", "kd.initialize(", "jax.process_index()",
-           "kd.initialize()\n", "srun --kill-on-bad-exit=1"],
-    "09": ["strategy.experimental_local_results(", "tf.distribute.get_replica_context(", "strategy.reduce(",
-           "tf.clip_by_global_norm(", "distribute_datasets_from_function("],
-    "10": ["jax.jit(", ".memory_analysis()", "jax.profiler.trace(", "gradient_accumulation_steps=",
-           "keras.RematScope(", "keras.mixed_precision.set_global_policy(", "strategy.run(", "ON_READ"],
-    "11": ["keras_hub.models.GemmaBackbone(", "keras_hub.models.GemmaCausalLM(", "enable_lora(", "get_layout_map(",
-           "kd.ModelParallel(", "kd.DeviceMesh(", "save_lora_weights(", "load_lora_weights(", ".fit(",
-           "set_distribution(None)", "from_preset("],
-    "12": ["torch.distributed.run", "init_process_group(", "DistributedDataParallel(", "DistributedSampler(",
-           ".set_epoch(", "torch.cuda.set_device(", "with keras.device(", "dist.all_reduce(", "kd.DataParallel(",
-           "tf.distribute.MirroredStrategy(", "%%writefile", "srun --cpus-per-task=\"$SLURM_CPUS_PER_TASK\" torchrun"],
-}
+def taught_calls(nb: dict) -> list[str]:
+    """The calls a lesson teaches: its registry entry's ``taught`` (tools/registry.py)."""
+    calls = nb.get("metadata", {}).get("course", {}).get("taught")
+    return list(calls) if isinstance(calls, list) else []
 
 
 def taught_call_problems(nb: dict, path: Path) -> list[str]:
     number, code = path.name[:2], _code(nb)
     if number == "00":
         return []
-    if number not in TAUGHT_CALLS:
-        return [f"lesson {number} has no entry in TAUGHT_CALLS: list the calls it teaches"]
-    return [f"the lesson teaches {call} but no cell writes it" for call in TAUGHT_CALLS[number] if call not in code]
+    calls = taught_calls(nb)
+    if not calls:
+        return ["the registry entry's taught is empty: list the calls the lesson teaches (metadata.course.taught)"]
+    return [f"the lesson teaches {call} but no cell writes it" for call in calls if call not in code]
 
 
 # ---- the "Copy this" box (lessons 03-11) ----------------------------------------------------------------------
@@ -385,7 +368,7 @@ RULES = [
     Rule("exercises", "two or three exercises per lesson, each checked under the lesson's number",
          exercise_problems),
     Rule("taught-calls", "every API call a lesson teaches is written in its cells", taught_call_problems),
-    Rule("copy-box", "lessons 03-11 end with one helper-free 'Copy this' box that asserts", copy_box_problems),
+    Rule("copy-box", "lessons 03 on end with one helper-free 'Copy this' box that asserts", copy_box_problems),
     Rule("scripts", "%%writefile scripts: one cell per file, no helpers, short", script_problems),
     Rule("collective", "at most one default multi-replica MirroredStrategy per kernel", collective_problems),
     Rule("output-noise", "no native start-up noise and no stray results in outputs", stored_output_problems),

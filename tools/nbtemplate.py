@@ -81,7 +81,8 @@ def new_notebook(path: str, title: str, learn: str = "TODO", devices: int = 2) -
     """A notebook dict that follows the template (header, setup, summary, exercises, a registry entry to fill)."""
     check_name(path)
     course = {"title": title, "summary": "TODO", "kaggle": "TODO", "words": 2600, "dominates": "TODO",
-              "workshop": [{"session": "optional", "minutes": 30, "part": "", "notes": "TODO"}]}
+              "workshop": [{"session": "optional", "minutes": 30, "part": "", "notes": "TODO"}],
+              "taught": ["TODO"], "stacks": ["pinned", "hosted", "latest"], "jax": False, "slurm": []}
     cells = [
         _md(header_markdown(path, title, learn, course["kaggle"])),
         _md("## Setup\n\nRun these two cells first. They install nothing outside Colab."),

@@ -13,9 +13,9 @@
    gave it), not with what unit tests set in this process since (tests/conftest.py's ``MPLBACKEND=Agg`` and
    ``TF_CPP_MIN_LOG_LEVEL``, a test's ``MULTIGPU_*`` variable), so figures are drawn and start-up noise shows as a
    learner would see it; and in a fresh temporary folder, not the notebook's own (as on Colab, where the notebook
-   is not in the working directory), so no cell depends on the folder it starts from. ``NB_KERNEL_ENV="NAME=VALUE
-   ..."`` adds to the environment for the kernels only: ``make test STACK=hosted`` runs the JAX lessons on
-   Kaggle's count of 2 devices that way.
+   is not in the working directory), so no cell depends on the folder it starts from. A setting the run was started with reaches the
+   kernels as it is (``make test STACK=hosted`` starts it with ``MULTIGPU_JAX_DEVICES=2``: the JAX lessons run on
+   Kaggle's count of 2 devices, read by helpers.config like any learner's setting).
 5. Executed copies: with ``NB_EXECUTED_DIR=dir``, each notebook whose every cell passed is written there with its
    outputs, as nbformat stores it (the website renders these instead of running the lessons again); a notebook
    that failed leaves no copy, and an older copy of it is removed.
@@ -23,24 +23,31 @@
    second time right after its first run (a learner's Shift+Enter twice), ``NB_RERUN=all`` runs the whole notebook
    a second time after its last cell ("Run All" twice), in the same kernel. Only what the plain run cannot prove
    is added: the first runs are the plain run (their outputs are the ones checked, indexed and copied, their
-   seconds the ones budgeted). A cell listed in ``REFUSALS`` may refuse a re-run with its message: then the cells
-   from the one the message names up to it run again, and the notebook goes on.
+   seconds the ones budgeted). No cell may refuse a re-run: a second run that fails fails the cell.
+7. Which stack: ``make test`` exports ``STACK``; a lesson whose registry entry's ``stacks`` leaves it out is not run.
+   The second stack's run: ``--stack-only`` keeps the notebooks and the tests that touch the stack (a framework,
+   the helpers, the stack's Python: tools/testscope.py decides from each test's source, so nobody keeps a list)
+   and leaves out the stack-free tests and those marked ``one_stack`` (one stack's run covers them); the first
+   stack's run ran them all. Every test item carries the ``stack`` mark when it touches the stack (``-m stack``).
+8. A run split in two sessions (tests, then notebooks) keeps the error-index check whole with ``--outputs-file``.
+9. Slow tests: a test that took over ``SLOW_S`` seconds without the ``slow`` mark is named in the summary.
 """
 
 
 import os
-import re
 import shutil
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
 import error_index
 import pytest
+import testscope
 from nblint import output_problems
 from nbtemplate import canonical_text
+
+from helpers import config  # standard library only: the mode is read there, as everywhere
 
 _NB_TIMES: dict = defaultdict(float)
 _NB_RERUN_TIMES: dict = defaultdict(float)
@@ -53,8 +60,7 @@ _PACKAGES = ("tensorflow", "keras", "jax", "jaxlib", "tf-keras", "numpy", "nbval
 
 def budget(path: str, mode: str | None = None) -> float | None:
     """Time budget of a notebook in seconds (the same for every lesson), or None in full mode."""
-    mode = mode or os.environ.get("MULTIGPU_MODE", "quick")
-    return None if mode == "full" else BUDGET_S
+    return None if (mode or config.mode()) == "full" else BUDGET_S
 
 
 def verdict(secs: float, budget_s: float | None, failed: bool = False) -> str:
@@ -82,17 +88,6 @@ def budget_failures(times: dict, mode: str | None = None) -> list:
 _SESSION_ENV = dict(os.environ)
 
 
-def kernel_env(base: dict, extra: str) -> dict:
-    """``base`` with the ``NAME=VALUE`` words of ``extra`` (``NB_KERNEL_ENV``) added."""
-    env = dict(base)
-    for word in extra.split():
-        name, eq, value = word.partition("=")
-        if not eq or not name.isidentifier():
-            raise ValueError(f"NB_KERNEL_ENV holds NAME=VALUE words, got {word!r}")
-        env[name] = value
-    return env
-
-
 def _is_cell(item) -> bool:
     """An nbval cell item (a notebook's code cell)."""
     return str(getattr(item, "fspath", "")).endswith(".ipynb") and hasattr(item, "cell_num")
@@ -115,7 +110,7 @@ def pytest_runtest_setup(item):
         folder = _KERNEL_DIRS.setdefault(str(item.fspath), tempfile.mkdtemp(prefix="nbval-kernel-"))
         nbval.plugin.RunningKernel = lambda *args, cwd=None, **kw: start_kernel(*args, cwd=folder, **kw)
     os.environ.clear()
-    os.environ.update(kernel_env(_SESSION_ENV, _SESSION_ENV.get("NB_KERNEL_ENV", "")))
+    os.environ.update(_SESSION_ENV)
     try:
         yield
     finally:
@@ -129,20 +124,8 @@ _CELL_OUTPUTS: dict = defaultdict(dict)     # notebook path -> {cell number: out
 
 # ---- re-runs (NB_RERUN=each|all) --------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Refusal:
-    """A cell that, after its predecessor (or itself) ran twice, fails on purpose with an explanation."""
-
-    cell_id: str       # the cell that fails
-    message: str       # the stable part of the sentence it prints
-    rerun_from: str    # the cell id the message tells the learner to re-run from
-
-
-#: notebook file name -> the listed refusals. Keep this list short: every entry is a cell a learner must re-run.
-REFUSALS: dict[str, list[Refusal]] = {}
 RERUN_MODES = ("", "each", "all")
 _RERUN_S: dict = defaultdict(float)         # item node id -> seconds its re-runs took (not budgeted)
-_RERUN_NOTES: list = []                     # refusals met, for the summary
 
 
 def rerun_mode() -> str:
@@ -156,26 +139,69 @@ def pytest_configure(config):
     rerun_mode()                                 # a wrong NB_RERUN stops the run before any notebook starts
 
 
+# ---- the second stack's run (--stack-only) and slow tests --------------------------------------------------
+
+#: A test over this many seconds must be marked slow (the summary names those that are not).
+SLOW_S = 30.0
+_LEFT_OUT: list = []                        # (node id, why) of the tests --stack-only left out
+_UNMARKED_SLOW: list = []                   # (seconds, node id) of tests over SLOW_S without the slow mark
+
+
+def pytest_addoption(parser):
+    parser.addoption("--stack-only", action="store_true", default=False,
+                     help="the second stack's run: only the notebooks and the tests that touch the stack "
+                          "(tools/testscope.py), not the stack-free ones nor those marked one_stack")
+    parser.addoption("--outputs-file", default=None,
+                     help="a run split in two sessions (make test TEST_PATHS=tests, then TEST_PATHS=notebooks): the "
+                          "tests' session writes what they printed here, the notebooks' session reads it, so the "
+                          "error-index check sees both")
+
+
+def on_this_stack(path) -> bool:
+    """Whether ``make test`` on this stack (``STACK``, the Makefile's) runs the lesson: its registry entry's
+    ``stacks``; every lesson when ``STACK`` is unset (pytest run by hand)."""
+    stack = os.environ.get("STACK") or _SESSION_ENV.get("STACK")
+    if not stack:
+        return True
+    import json
+
+    entry = json.loads(Path(path).read_text(encoding="utf-8")).get("metadata", {}).get("course", {})
+    return stack in entry.get("stacks", [stack])
+
+
+def why_stack(item) -> "str | None":
+    """Why a test item touches the stack (a notebook always does), or None for a stack-free test."""
+    if str(getattr(item, "fspath", "")).endswith(".ipynb"):
+        return "a notebook"
+    path = Path(str(item.fspath))
+    why = testscope.why_stack(path.resolve()) if path.suffix == ".py" else f"a {path.suffix} item"
+    if why is None and set(getattr(item, "fixturenames", ())) & testscope.conftest_fixtures():
+        why = "uses a fixture of tests/conftest.py (the unit tests' stack set-up)"
+    return why
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    keep, stacks = [], {}
+    for item in items:
+        path = str(getattr(item, "fspath", ""))
+        if path.endswith(".ipynb") and not stacks.setdefault(path, on_this_stack(path)):
+            _LEFT_OUT.append((item.nodeid, "not on this stack"))
+            continue
+        why = why_stack(item)
+        if why is not None:
+            item.add_marker(pytest.mark.stack(why))
+        if config.getoption("stack_only") and (why is None or item.get_closest_marker("one_stack")):
+            _LEFT_OUT.append((item.nodeid, "stack-free" if why is None else "one_stack"))
+        else:
+            keep.append(item)
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+
+
 def _cells_of(item) -> list:
     return [i for i in item.session.items if i.parent is item.parent]
-
-
-def _refused(item, exc: BaseException) -> bool:
-    """True when ``item`` is a listed refusal that failed with its message; the cells from the one it names up to it
-    then run again, once each (an error there fails the cell)."""
-    listed = {r.cell_id: r for r in REFUSALS.get(os.path.basename(str(item.fspath)), [])}
-    refusal = listed.get(item.cell.get("id"))
-    said = re.sub(r"\x1b\[[0-9;]*m", "", f"{exc}\n{getattr(exc, 'inner_traceback', '') or ''}")
-    if refusal is None or refusal.message not in said:
-        return False
-    cells = _cells_of(item)
-    ids = [c.cell.get("id") for c in cells]
-    if refusal.rerun_from not in ids:
-        raise ValueError(f"REFUSALS: no cell {refusal.rerun_from!r} in {item.fspath}")
-    for other in cells[ids.index(refusal.rerun_from):cells.index(item) + 1]:
-        other.runtest()
-    _RERUN_NOTES.append(f"{item.nodeid}: refused as listed; re-ran from cell {ids.index(refusal.rerun_from)}")
-    return True
 
 
 def _rerun_failed(item, what: str, exc: BaseException):
@@ -189,22 +215,14 @@ def _rerun_failed(item, what: str, exc: BaseException):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     mode = rerun_mode() if _is_cell(item) else ""
-    try:
-        result = yield
-    except Exception as exc:
-        if mode and _refused(item, exc):
-            return None
-        raise
+    result = yield
     if mode == "each":
         first, start = item.test_outputs, time.perf_counter()
         try:
             item.runtest()
             second = output_problems(item.test_outputs)
         except Exception as exc:
-            if not _refused(item, exc):
-                raise _rerun_failed(item, "run twice in a row (Shift+Enter twice), the second run fails", exc) \
-                    from None
-            second = []
+            raise _rerun_failed(item, "run twice in a row (Shift+Enter twice), the second run fails", exc) from None
         finally:
             _RERUN_S[item.nodeid] += time.perf_counter() - start
             item.test_outputs = first
@@ -219,9 +237,8 @@ def pytest_runtest_call(item):
                 try:
                     other.runtest()
                 except Exception as exc:
-                    if not _refused(other, exc):
-                        raise _rerun_failed(other, "Run All a second time in the same kernel, this cell fails",
-                                            exc) from None
+                    raise _rerun_failed(other, "Run All a second time in the same kernel, this cell fails",
+                                        exc) from None
         finally:
             _RERUN_S[item.nodeid] += time.perf_counter() - start
             item.test_outputs = first
@@ -265,6 +282,9 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 def pytest_runtest_logreport(report):
+    if report.when == "call" and report.duration > SLOW_S and "slow" not in report.keywords \
+            and not report.nodeid.split("::")[0].endswith(".ipynb"):
+        _UNMARKED_SLOW.append((report.duration, report.nodeid))
     path = report.nodeid.split("::")[0]
     if path.endswith(".ipynb"):
         rerun = _RERUN_S.pop(report.nodeid, 0.0) if report.when == "call" else 0.0
@@ -289,10 +309,18 @@ def times_record(times: dict, failed: set, mode: str) -> dict:
 
 
 def pytest_terminal_summary(terminalreporter):
+    tr = terminalreporter
+    if _LEFT_OUT:
+        count = {why: sum(w == why for _, w in _LEFT_OUT) for why in ("stack-free", "one_stack", "not on this stack")}
+        tr.write_line(f"left out: {count['stack-free']} stack-free test(s) and {count['one_stack']} marked one_stack "
+                      f"(--stack-only: the first stack's run ran them), {count['not on this stack']} notebook cell(s) "
+                      "of lessons whose registry entry leaves out this stack")
+    for secs, nodeid in sorted(_UNMARKED_SLOW, reverse=True):
+        tr.write_line(f"slow but not marked slow: {nodeid} took {secs:.0f} s (over {SLOW_S:.0f} s: make it faster "
+                      "or mark it slow and say why)", yellow=True)
     if not _NB_TIMES:
         return
-    tr = terminalreporter
-    mode = os.environ.get("MULTIGPU_MODE", "quick")
+    mode = config.mode()
     tr.section("per-notebook duration (quick/full: %s)" % mode)
     width = max(len(p) for p in _NB_TIMES)
     for path in sorted(_NB_TIMES):
@@ -303,8 +331,6 @@ def pytest_terminal_summary(terminalreporter):
     tr.write_line(f"{'total':<{width}}  {sum(_NB_TIMES.values()):7.1f} s")
     if any(_NB_RERUN_TIMES.values()):
         tr.write_line(f"re-runs (NB_RERUN={rerun_mode()}): {sum(_NB_RERUN_TIMES.values()):.1f} s more")
-    for line in _RERUN_NOTES:
-        tr.write_line(line)
     slow = budget_failures(_NB_TIMES, mode)
     if slow:
         tr.write_line(f"FAILED: over {FAIL_FACTOR:g}x the {BUDGET_S:.0f} s budget: {', '.join(slow)} "
@@ -317,7 +343,7 @@ def _finish_notebook_times(session) -> None:
     """Fail the session for notebooks over twice their budget; write NB_TIMES_JSON if asked."""
     if not _NB_TIMES:
         return
-    mode = os.environ.get("MULTIGPU_MODE", "quick")
+    mode = config.mode()
     if budget_failures(_NB_TIMES, mode):
         session.exitstatus = max(int(session.exitstatus), 1)
     out = os.environ.get("NB_TIMES_JSON")
@@ -364,11 +390,21 @@ def pytest_runtest_makereport(item, call):
 def pytest_sessionfinish(session, exitstatus):
     _finish_notebook_times(session)
     root = Path(__file__).resolve().parent.parent
-    all_nbs = {p.name for p in (root / "notebooks").glob("*.ipynb")}
+    all_nbs = {p.name for p in (root / "notebooks").glob("*.ipynb") if on_this_stack(p)}
+    ran_tests = any("tests" in str(a) for a in session.config.args)
+    outputs = session.config.getoption("outputs_file")
+    if outputs and ran_tests and _RAN_NOTEBOOKS != all_nbs:   # the tests' half of a split run: keep what they said
+        Path(outputs).parent.mkdir(parents=True, exist_ok=True)
+        Path(outputs).write_text("\n".join(_OUTPUT), encoding="utf-8")
+        return
     if not all_nbs or _RAN_NOTEBOOKS != all_nbs or not os.environ.get("CHECK_ERROR_INDEX", "1") == "1":
         return
-    if not any("tests" in str(a) for a in session.config.args):
-        return
+    if not ran_tests:
+        if not outputs:
+            return
+        if not Path(outputs).is_file():
+            raise pytest.UsageError(f"--outputs-file={outputs}: no such file; the tests' half of the run writes it")
+        _OUTPUT.append(Path(outputs).read_text(encoding="utf-8"))   # the notebooks' half: both halves together
     index = (root / "TROUBLESHOOTING.md").read_text(encoding="utf-8")
     # The "## Slurm" section's messages come from a real Slurm: make slurm-check produces and checks them all.
     slurm = set(error_index.parse(error_index.section(index, "Slurm")))

@@ -13,11 +13,19 @@ An entry (the lesson's number is its file name's ``NN``)::
       "kaggle": "The lesson uses both GPUs ...",   # what it uses on Kaggle's T4 x2, after "On Kaggle, choose ..."
       "words": 2600,                               # its prose budget (tools/wordcount.py; never over 2,600)
       "dominates": "importing TensorFlow, ...",    # what its run time is spent on (the guide's timing table)
-      "workshop": [{"session": 1, "minutes": 10, "part": "the quick start", "notes": "..."}]
+      "workshop": [{"session": 1, "minutes": 10, "part": "the quick start", "notes": "..."}],
+      "taught": ["tf.distribute.MirroredStrategy(", ...],  # the calls it teaches, each written in a cell (nblint)
+      "stacks": ["pinned", "hosted", "latest"],    # the stacks whose `make test` runs it
+      "jax": false,                                # it runs Keras on JAX (setup_notebook(backend="jax"))
+      "slurm": ["mwms_job.sbatch", ...]            # the %%writefile files `make slurm-check` submits ([]: none)
     }
 
 ``session`` is 1, 2 or ``"optional"`` (listed after session 2, outside the two sessions' clocks); ``part`` names
 a block when a lesson has several (``"the quick start"``, ``"(sections 1-2)"``), else it is ``""``.
+
+Nothing else lists the lessons: the taught-calls rule (tools/nblint.py), the course's word budgets (the sum of the
+lessons' ``words``, tools/wordcount.py), the JAX boxes' test (tests/test_copy_boxes.py), the Slurm check's jobs
+(tools/slurm/check.py) and which notebooks each stack runs (tools/pytest_course.py) all read these entries.
 Standard library only: ``make lint`` and the website's environment run it without the course's stack.
 """
 
@@ -28,10 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FIELDS = ("title", "summary", "kaggle", "words", "dominates", "workshop")
+FIELDS = ("title", "summary", "kaggle", "words", "dominates", "workshop", "taught", "stacks", "jax", "slurm")
 BLOCK_FIELDS = ("session", "minutes", "part", "notes")
 SESSIONS = (1, 2, "optional")
 MAX_WORDS = 2_600
+#: The stacks a lesson can run on (the Makefile's STACK=...).
+STACKS = ("pinned", "hosted", "latest")
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,10 @@ class Lesson:
     words: int
     dominates: str
     workshop: tuple[Block, ...]
+    taught: tuple[str, ...] = ()
+    stacks: tuple[str, ...] = STACKS
+    jax: bool = False
+    slurm: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -103,7 +117,28 @@ def entry_problems(entry) -> list[str]:
         if not isinstance(block["part"], str) or "\n" in block["part"]:
             found.append(f"{where}.part must be one line ('' when the lesson has one block)")
         found += _text(block["notes"], f"{where}.notes")
+    found += _strings(entry, "taught", "a call as a cell writes it", allow_empty=True)
+    found += _strings(entry, "slurm", "a file name one of its %%writefile cells writes", allow_empty=True)
+    found += _strings(entry, "stacks", f"one of {', '.join(STACKS)}", allow_empty=False)
+    stacks = entry.get("stacks")
+    if isinstance(stacks, list) and not set(stacks) <= set(STACKS):
+        found.append(f"metadata.course.stacks may name only {', '.join(STACKS)}, got {stacks!r}")
+    if "jax" in entry and not isinstance(entry["jax"], bool):
+        found.append(f"metadata.course.jax must be true or false, got {entry['jax']!r}")
     return found
+
+
+def _strings(entry: dict, key: str, what: str, allow_empty: bool) -> list[str]:
+    """Problems of a field that is a list of distinct one-line strings (each ``what``)."""
+    if key not in entry:
+        return []
+    value = entry[key]
+    if not (isinstance(value, list) and all(isinstance(v, str) and v.strip() and v.strip().upper() != "TODO"
+                                             for v in value) and len(set(value)) == len(value)):
+        return [f"metadata.course.{key} must be a list of distinct strings, each {what}, got {value!r}"]
+    if not value and not allow_empty:
+        return [f"metadata.course.{key} must name at least one: {what}"]
+    return []
 
 
 def lesson(path: Path) -> Lesson:
@@ -117,7 +152,8 @@ def lesson(path: Path) -> Lesson:
     blocks = tuple(Block(**b) for b in entry["workshop"])
     return Lesson(number=path.name[:2], path=f"notebooks/{path.name}", title=entry["title"],
                   summary=entry["summary"], kaggle=entry["kaggle"], words=entry["words"],
-                  dominates=entry["dominates"], workshop=blocks)
+                  dominates=entry["dominates"], workshop=blocks, taught=tuple(entry["taught"]),
+                  stacks=tuple(entry["stacks"]), jax=entry["jax"], slurm=tuple(entry["slurm"]))
 
 
 def notebook_paths(root: Path = ROOT) -> list[Path]:
@@ -136,3 +172,4 @@ def load(root: Path = ROOT) -> list[Lesson]:
     if found:
         raise ValueError("the registry is incomplete:\n" + "\n".join(found))
     return lessons
+

@@ -14,7 +14,8 @@ in docs/workshop.md between the ``timings`` markers is :func:`render`'s, written
 Usage:
     python tools/timings.py record [--tests NB_TIMES.json] [--memcheck MEMCHECK.json] [--machine TEXT]
     python tools/timings.py check         # exit 1 if a notebook has no data (or data for one that is gone)
-``make timings`` measures both runs on this machine, records them and re-renders the guide.
+``make timings`` measures both runs on this machine, records them and re-renders the guide; ``make timings
+LESSON=NN`` measures lesson NN alone and adds it to the recorded runs (``record --merge``: same stack only).
 """
 
 from __future__ import annotations
@@ -67,9 +68,24 @@ def _run_meta(raw: dict, machine: str, command: str, date: str | None) -> dict:
             "python": raw.get("python", ""), "packages": raw.get("packages", {})}
 
 
+def _merged(data: dict, key: str, run: dict) -> dict:
+    """``run`` (some notebooks, measured now) merged into ``data[key]``, whose other notebooks stay as measured: only
+    on the same stack (the table's two runs must agree), else ValueError."""
+    old = data.get(key)
+    if not old:
+        raise ValueError(f"no earlier {key} run to add to: run `make timings` for every lesson first")
+    versions = [{k: r.get("packages", {}).get(k) for k in SAME_STACK} for r in (old, run)]
+    if versions[0] != versions[1]:
+        raise ValueError(f"this run's stack {versions[1]} is not the recorded one's {versions[0]}: re-measure every "
+                         "lesson with `make timings`")
+    notebooks = {**old["notebooks"], **{n: {**v, "date": run["date"]} for n, v in run["notebooks"].items()}}
+    return {**old, "notebooks": dict(sorted(notebooks.items()))}
+
+
 def record_tests(data: dict, raw: dict, machine: str, *, date: str | None = None,
-                 command: str = "make notebooks") -> dict:
-    """Put a conftest NB_TIMES_JSON record into ``data['two_core']`` (replacing the previous run)."""
+                 command: str = "make notebooks", merge: bool = False) -> dict:
+    """Put a conftest NB_TIMES_JSON record into ``data['two_core']`` (replacing the previous run; ``merge``: adding
+    its notebooks to it, `make timings LESSON=NN`)."""
     if raw.get("mode", "quick") != "quick":
         raise ValueError(f"the table shows quick mode; this run was in {raw.get('mode')!r} mode")
     failed = sorted(n for n, v in raw.get("notebooks", {}).items() if v.get("verdict", "ok").startswith("FAILED"))
@@ -78,13 +94,14 @@ def record_tests(data: dict, raw: dict, machine: str, *, date: str | None = None
     run = _run_meta(raw, machine, command, date)
     run["cpus"] = raw.get("cpus")
     run["notebooks"] = {n: {"seconds": v["seconds"]} for n, v in sorted(raw["notebooks"].items())}
-    data["two_core"] = run
+    data["two_core"] = _merged(data, "two_core", run) if merge else run
     return data
 
 
 def record_memcheck(data: dict, raw: dict, machine: str, *, date: str | None = None,
-                    command: str = "tools/memcheck.py --one-core") -> dict:
-    """Put a ``memcheck.py --one-core --json`` result into ``data['one_core']`` (replacing the previous run)."""
+                    command: str = "tools/memcheck.py --one-core", merge: bool = False) -> dict:
+    """Put a ``memcheck.py --one-core --json`` result into ``data['one_core']`` (replacing the previous run, or
+    adding its notebooks to it: ``merge``)."""
     if not raw.get("one_core"):
         raise ValueError("this memcheck run was not pinned to one core (run it with --one-core)")
     if raw.get("mode", "quick") != "quick":
@@ -95,7 +112,7 @@ def record_memcheck(data: dict, raw: dict, machine: str, *, date: str | None = N
     run = _run_meta(raw, machine, command, date or raw.get("date", "")[:10] or None)
     run["notebooks"] = {n: {"seconds": v["seconds"], "peak_mib": v["peak_mib"], "peak_procs": v["peak_procs"]}
                         for n, v in sorted(raw["notebooks"].items())}
-    data["one_core"] = run
+    data["one_core"] = _merged(data, "one_core", run) if merge else run
     return data
 
 
@@ -184,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--memcheck", type=Path, help="JSON of `tools/memcheck.py --one-core --json`")
     rec.add_argument("--machine", default="", help="describe the machine (default: CPUs, model, memory)")
     rec.add_argument("--date", help="YYYY-MM-DD (default: today / the memcheck run's date)")
+    rec.add_argument("--merge", action="store_true", help="add the measured notebooks to the recorded runs "
+                     "(`make timings LESSON=NN`) instead of replacing them")
     sub.add_parser("check", help="exit 1 if a notebook has no data, or there is data for one that is gone")
     args = parser.parse_args(argv)
     data, names = load(), notebook_names()
@@ -192,9 +211,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("record needs --tests and/or --memcheck")
         machine = args.machine or machine_description()
         if args.tests:
-            record_tests(data, load(args.tests), machine, date=args.date)
+            record_tests(data, load(args.tests), machine, date=args.date, merge=args.merge)
         if args.memcheck:
-            record_memcheck(data, load(args.memcheck), machine, date=args.date)
+            record_memcheck(data, load(args.memcheck), machine, date=args.date, merge=args.merge)
         save(data)
         print(f"timings: recorded into {DATA.relative_to(ROOT)}")
         print("timings: now run `make sync-notebooks` to re-render the guide's table")

@@ -2,7 +2,8 @@
 
 Each lesson module registers its exercises::
 
-    register("01.1", title="...", checker=_check, solution=_solve, hint="...", expects="list", wants="...")
+    register("01.1", title="...", checker=_check, solution=_solve, hint="...", expects="list", wants="...",
+             giveaways=["words the hint must not contain"], slow=False)
 
 The framework checks the *kind* of answer (``expects``, see :data:`KINDS`; ``takes=N`` for a function's
 arguments) before ``checker(answer) -> (ok, message)`` runs, so a wrong kind gets one targeted sentence.
@@ -148,6 +149,8 @@ class Exercise:
     expects: tuple = ()
     wants: str = ""
     takes: Union[int, None] = None
+    giveaways: tuple = ()
+    slow: bool = False
 
     def shape_problem(self, answer: Any) -> Union[str, None]:
         """A sentence if ``answer`` is the wrong kind of thing for this exercise, else None."""
@@ -191,9 +194,13 @@ REGISTRY: dict[str, Exercise] = {}
 
 def register(key: str, *, title: str, checker: Checker, solution: Callable[[], Any], hint: str = "",
              expects: Union[str, tuple, list] = (), wants: str = "",
-             takes: Union[int, None] = None) -> Exercise:
+             takes: Union[int, None] = None, giveaways: Union[tuple, list] = (), slow: bool = False) -> Exercise:
     """Register exercise ``key`` (``"NN.M"``); ``expects``: kind(s) of answer (:data:`KINDS` or dotted class
-    names), ``wants``: the answer in words for the learner, ``takes``: a function answer's positional arguments."""
+    names), ``wants``: the answer in words for the learner (for a function, "a function " is written in front
+    when it does not begin so: ``wants="train(strategy, x, y)"``), ``takes``: a function answer's positional
+    arguments, ``giveaways``: words the hint must not contain (they would give the answer away; a test checks),
+    ``slow``: its checker starts processes (workers, a JAX subprocess, training runs), so the tests mark it slow
+    (a test fails when a checker not marked slow takes as long)."""
     if not re.fullmatch(r"\d\d\.\d+", key):
         raise ValueError(f"exercise key must look like '01.2', got {key!r}")
     if not callable(checker) or not callable(solution):
@@ -205,7 +212,13 @@ def register(key: str, *, title: str, checker: Checker, solution: Callable[[], A
                              "name such as 'keras.Model'")
     if takes is not None and (not is_int(takes) or takes < 0 or "function" not in kinds):
         raise ValueError(f"takes must be a whole number >= 0 and needs expects='function', got {takes!r}")
-    ex = Exercise(key, title, checker, solution, hint, kinds, wants, takes)
+    if isinstance(giveaways, str) or not all(isinstance(w, str) and w for w in giveaways):
+        raise ValueError(f"giveaways must be a list of non-empty strings, got {giveaways!r}")
+    if not isinstance(slow, bool):
+        raise ValueError(f"slow must be True or False, got {slow!r}")
+    if kinds[:1] == ("function",) and not wants.startswith("a function"):
+        wants = f"a function {wants}".strip()      # the learner reads "this exercise wants a function ..."
+    ex = Exercise(key, title, checker, solution, hint, kinds, wants, takes, tuple(giveaways), slow)
     REGISTRY[key] = ex
     return ex
 

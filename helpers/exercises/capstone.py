@@ -264,4 +264,6 @@ _solve.script = SOLUTION      # show_solution prints this file, the helper-free 
 register("05.2", title="capstone: port a 2018 multi-GPU script to Keras 3", checker=_check, solution=_solve,
          expects=("str", "pathlib.PurePath"), wants="the path of your ported script (a str or Path)",
          hint="port each Keras 2 line to today's form, keep the batch each replica saw, and ask what a restarted "
-              "process finds on disk, and what it forgets.")
+              "process finds on disk, and what it forgets.",
+         giveaways=["BackupAndRestore", "val_accuracy", "0.02", "64", "num_replicas_in_sync", "MirroredStrategy",
+                    "initial_value_threshold"], slow=True)

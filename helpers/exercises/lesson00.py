@@ -49,7 +49,8 @@ register("00.1", title="scale the batch and the learning rate", checker=_check_b
          solution=_solve_batch_and_lr, expects="function", takes=1,
          wants="a function batch_and_lr(strategy) returning (global_batch, learning_rate)",
          hint="both come from one attribute of the strategy; the batch grows like the replica count, Adam's "
-              "rate more slowly (the quick start's comment says how).")
+              "rate more slowly (the quick start's comment says how).",
+         giveaways=["num_replicas_in_sync", "** 0.5", "sqrt(", "32 *"])
 
 # ---- 00.2: make this model train on 2 replicas ----------------------------------------------------------
 
@@ -109,4 +110,5 @@ def _solve_train():
 register("00.2", title="make this model train on 2 replicas", checker=_check_train, solution=_solve_train,
          expects="function", takes=3, wants="a function train(strategy, x, y): your changed version",
          hint="the quick start's script does both things: where does it build and compile the model, and how "
-              "does it compute the batch size it gives the data?")
+              "does it compute the batch size it gives the data?",
+         giveaways=["strategy.scope", "num_replicas_in_sync", "* 2", "64"])

@@ -76,7 +76,9 @@ def _solve_replica_step():
 register("01.1", title="one data-parallel step by hand", checker=_check_replica_step, solution=_solve_replica_step,
          expects="function", takes=5, wants="a function train_step(strategy, model, optimizer, x, y) -> float",
          hint="follow the lesson's step: the batch split over the replicas, each replica's loss over the global "
-              "batch, the update inside strategy.run, the replicas' losses added up.")
+              "batch, the update inside strategy.run, the replicas' losses added up.",
+         giveaways=["compute_average_loss", "global_batch_size", "experimental_distribute_dataset",
+                    "strategy.reduce"])
 
 # ---- 01.2: find and fix - the optimizer state of a split model ---------------------------------
 
@@ -131,7 +133,8 @@ register("01.2", title="find and fix: where Adam keeps its state", checker=_chec
          solution=_solve_compile_split, expects="function", takes=1,
          wants="a function compile_split(model): your fixed version",
          hint="when, and under which device, are the optimizer's per-weight variables created? Section "
-              "'Third trap' measured it.")
+              "'Third trap' measured it.",
+         giveaways=["optimizer.build", ".build(", "trainable_variables"])
 
 # ---- 01.3: which parallelism? A mesh for a model, a batch and some devices --------------------------------
 
@@ -192,4 +195,5 @@ register("01.3", title="which parallelism: a mesh for a situation", checker=_che
          expects="function", takes=4,
          wants="a function choose_mesh(weights_gb, activations_gb, device_gb, devices) -> keras.distribution.DeviceMesh",
          hint="try the model axis sizes that divide the device count, smallest first, and keep the first whose "
-              "memory per device fits.")
+              "memory per device fits.",
+         giveaways=["n % m", "range(1", "DeviceMesh(shape", "weights_gb / m"])

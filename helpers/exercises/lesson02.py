@@ -67,7 +67,8 @@ def _solve_freest():
 register("02.1", title="the two freest GPUs, for a fresh process", checker=_check_freest, solution=_solve_freest,
          expects="function", takes=1, wants="a function freest_two(smi_csv) that returns a dict",
          hint="free memory is what a GPU has minus what is in use; the index numbers are nvidia-smi's, and the "
-              "child counts GPUs its own way unless told.")
+              "child counts GPUs its own way unless told.",
+         giveaways=["memory_free_mib", "sort", "PCI_BUS_ID", "total - used"])
 
 # ---- 02.2: find and fix - CUDA_VISIBLE_DEVICES for a fresh process ------------------------------
 
@@ -122,4 +123,5 @@ register("02.2", title="find and fix: the environment of a fresh process", check
          solution=_solve_child_env, expects="function", takes=1,
          wants="a function child_env(selection) that returns a dict: your fixed version",
          hint="three problems: whose environment does it change (and is it too late for it)? What does "
-              "CUDA do at an empty entry? Whose numbering do the indices use?")
+              "CUDA do at an empty entry? Whose numbering do the indices use?",
+         giveaways=["PCI_BUS_ID", "dict(os.environ)", "strip()"])

@@ -72,7 +72,8 @@ def _solve_pipeline():
 register("03.1", title="write the per-replica tf.data pipeline", checker=_check_pipeline, solution=_solve_pipeline,
          expects="function", takes=3, wants="a function train_pipeline(x, y, strategy) that returns a tf.data.Dataset",
          hint="section 8's port builds this pipeline for the ResNet: which batch size does the strategy split, "
-              "which layers replace ImageDataGenerator, and where do they run?")
+              "which layers replace ImageDataGenerator, and where do they run?",
+         giveaways=["drop_remainder", "RandomFlip", "RandomTranslation", "prefetch", "AUTOTUNE", "32 *", "64"])
 
 
 # ---- 03.2: find and fix - the schedule that overwrites ReduceLROnPlateau ------------------------------------------
@@ -125,4 +126,5 @@ register("03.2", title="find and fix: the schedule that overwrites ReduceLROnPla
          solution=_solve_schedule, expects="function",
          wants="a function lr_schedule(epoch, lr) (or lr_schedule(epoch)) that returns the learning rate",
          hint="LearningRateScheduler can hand your schedule the rate the optimizer has now; compute the next rate "
-              "from it instead of from the epoch alone.")
+              "from it instead of from the epoch alone.",
+         giveaways=["epoch, lr", "lr * 0.1", "return lr", "multiply"])

@@ -71,7 +71,8 @@ register("04.1", title="find and fix: a drift check that never sees drift", chec
          solution=_solve_gap, expects="function", takes=2,
          wants="a function replica_gap(model, strategy) that returns a number: your fixed version",
          hint="which replica's copy does reading a mirrored variable give you, and how do you ask the "
-              "strategy for each replica's own value?")
+              "strategy for each replica's own value?",
+         giveaways=["experimental_local_results", "local_results"])
 
 
 # ---- 04.2: a model whose replicas keep the same BatchNorm statistics -------------------------------
@@ -131,4 +132,5 @@ register("04.2", title="BatchNorm statistics that agree on every replica", check
          solution=_solve_sync_bn, expects="function", takes=1,
          wants="a function make_bn_model(strategy) that returns a compiled Keras model",
          hint="by default each replica normalizes with its own slice of the batch; section 1 showed the "
-              "layer argument that changes that.")
+              "layer argument that changes that.",
+         giveaways=["synchronized=True", "synchronized"])

@@ -59,4 +59,5 @@ def _solve_blog_class():
 register("05.1", title="find and fix: the blog's checkpoint class", checker=_check_blog_class,
          solution=_solve_blog_class, expects="class", wants="your fixed class BlogParallelModelCheckpoint",
          hint="compare the positional arguments of the super().__init__ call with the parameters of Keras 3's "
-              "ModelCheckpoint, one by one.")
+              "ModelCheckpoint, one by one.",
+         giveaways=["save_freq", "monitor=monitor", "by keyword"])

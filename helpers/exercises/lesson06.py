@@ -45,7 +45,8 @@ def _solve_pipeline():
 register("06.1", title="fix the slow input pipeline", checker=_check_pipeline, solution=_solve_pipeline,
          expects="function", takes=1, wants="a function fix(dataset) that returns a tf.data.Dataset",
          hint="section 4 uses two dataset methods: one keeps what the first epoch computed, the other "
-              "works ahead while the model trains. Their order matters.")
+              "works ahead while the model trains. Their order matters.",
+         giveaways=["cache()", "prefetch(", "AUTOTUNE"])
 
 
 # 06.2 ------------------------------------------------------------------------------------------
@@ -125,4 +126,5 @@ register("06.2", title="find and fix three traps", checker=_check_fixed_prepare,
          solution=_solve_fixed_prepare, expects="function", takes=3,
          wants="a function prepare(x, y, strategy) that returns (dataset, model), its traps fixed",
          hint="check the learning rate's factor, what each epoch of data looks like after the cache, and "
-              "what the global policy is once prepare has returned.")
+              "what the global policy is once prepare has returned.",
+         giveaways=["0.02", 'set_global_policy("float32")', "cache().map", "finally"])

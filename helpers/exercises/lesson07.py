@@ -98,7 +98,8 @@ register("07.1", title="write the replica step of a two-worker job", checker=_ch
          solution=_solve_replica_step, expects="function", takes=5,
          wants="a function replica_step(model, optimizer, x, y, global_batch_size)",
          hint="this worker sees only its part of the global batch, and the all-reduce ADDS the workers' "
-              "gradients: what must each worker divide its rows' squared errors by?")
+              "gradients: what must each worker divide its rows' squared errors by?",
+         giveaways=["compute_average_loss", "global_batch_size)", "/ 8", "reduce_mean"], slow=True)
 
 # ---- 07.2: fix a worker's input: the batch and the number of steps ------------------------------
 
@@ -148,4 +149,5 @@ register("07.2", title="fix a worker's batches and step count", checker=_check_d
          solution=_solve_dataset, expects="function", takes=4,
          wants="a function make_dataset(ctx, x, y, global_batch) returning a tf.data.Dataset",
          hint="count the rows one step trains on over both workers, and the steps each worker's shard "
-              "gives (49 examples): what must be the same on every worker?")
+              "gives (49 examples): what must be the same on every worker?",
+         giveaways=["get_per_replica_batch_size", "drop_remainder", "// 2"], slow=True)

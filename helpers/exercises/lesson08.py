@@ -119,7 +119,8 @@ register("08.1", title="a ModelParallel for any even number of devices", checker
          solution=_solve_distribution, expects="function", takes=1,
          wants="a function distribution_for(devices) that returns a keras.distribution.ModelParallel",
          hint="the mesh's shape multiplies to the device count; write the keys as the lesson does; which mesh "
-              "axis does ModelParallel split each batch over?")
+              "axis does ModelParallel split each batch over?",
+         giveaways=["len(devices) // 2", 'batch_dim_name="data"', ".*d1"], slow=True)
 
 
 # ---- 08.2: find and fix - the 2023 guide's LayoutMap keys ------------------------------------------
@@ -188,4 +189,5 @@ register("08.2", title="find and fix: the 2023 guide's LayoutMap keys", checker=
          solution=_solve_guide_layout, expects="function", takes=1,
          wants="a function guide_layout(mesh) that returns a keras.distribution.LayoutMap: your fixed version",
          hint="print each weight's path and what layout_map[path] returns for it; the lesson's trap "
-              "section says how Keras compares a key with a path.")
+              "section says how Keras compares a key with a path.",
+         giveaways=[".*d1", "fullmatch", "re.search"])

@@ -116,7 +116,8 @@ register("09.1", title="fix the loss of a custom training step", checker=_check_
          expects="function", takes=3,
          wants="a function replica_loss(labels, predictions, global_batch_size) returning a scalar",
          hint="the all-reduce ADDS the replicas' gradients, and the replicas may hold different numbers of "
-              "rows: what must each replica divide the sum of its rows' losses by?")
+              "rows: what must each replica divide the sum of its rows' losses by?",
+         giveaways=["compute_average_loss", "global_batch_size", "reduce_sum"])
 
 
 # ---- 09.2: a custom metric that disagrees across replicas ---------------------------------------
@@ -166,4 +167,5 @@ def _solve_metric():
 register("09.2", title="fix a metric that disagrees across replicas", checker=_check_metric,
          solution=_solve_metric, expects="class", wants="your fixed metric class (RowsSeen itself, not an instance)",
          hint="each replica updates its own copy of the metric's variable; when Keras reads the metric, "
-              "how should the replicas' copies be combined into one count?")
+              "how should the replicas' copies be combined into one count?",
+         giveaways=['aggregation="sum"', "'sum'"])

@@ -174,7 +174,8 @@ register("10.1", title="plan a step that fits a per-device memory budget", check
          solution=_solve_budget, expects="function", takes=1,
          wants="a function plan(devices) that returns (distribution, gradient_accumulation_steps)",
          hint="measure where this model's bytes go (weights, slots or temp); pick the lever that shrinks "
-              "the biggest column per device.")
+              "the biggest column per device.",
+         giveaways=['"shard_weights": True', "ModelParallel", "FSDP"], slow=True)
 
 # ---- 10.2: find and fix - a schedule that counts micro-steps -------------------------------------
 
@@ -239,4 +240,5 @@ register("10.2", title="find and fix: a schedule under gradient accumulation", c
          solution=_solve_schedule, expects="function", takes=0,
          wants="a function make_optimizer() that returns a Keras optimizer: your fixed version",
          hint="what does a schedule count when the optimizer accumulates? and how many examples does one "
-              "update average, before and after?")
+              "update average, before and after?",
+         giveaways=["* 4", "4000", "warmup_steps=400", "1e-3"])

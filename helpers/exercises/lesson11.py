@@ -183,7 +183,8 @@ register("11.1", title="a layout map for the lesson's Gemma, on the devices",
          checker=functools.partial(_check, "write"), solution=_solve_write, expects="function", takes=1,
          wants="a function layout_for(mesh) that returns a keras.distribution.LayoutMap",
          hint="one key per kernel family; a key that ends right after 'kernel' with a '/' before it cannot "
-              "reach 'lora_kernel_a'; a dimension of size 1 cannot be split.")
+              "reach 'lora_kernel_a'; a dimension of size 1 cannot be split.",
+         giveaways=["(None, 'batch', None)", "/kernel", "(key|value)"], slow=True)
 
 # ---- 11.2: fix a broken LoRA + ModelParallel setup ----------------------------------------------
 
@@ -211,4 +212,5 @@ register("11.2", title="fix a LoRA + ModelParallel setup", checker=functools.par
          solution=_solve_fix, expects="function", takes=1,
          wants="a function setup(mesh) that returns (layout_map, causal_lm)",
          hint="three things are wrong: what one rule does to a single head, what '.*kernel' can reach, and "
-              "where the LoRA weights are created.")
+              "where the LoRA weights are created.",
+         giveaways=["inside the scope", "/kernel", "(key|value)"], slow=True)

@@ -100,7 +100,9 @@ def _solve_step():
 register("12.1", title="write the DDP training step", checker=_check_step, solution=_solve_step,
          expects="function", takes=5, wants="a function train_step(ddp_model, optimizer, loss_fn, x, y)",
          hint="DDP's backward() already averages over the ranks: what loss does each rank need, what must be "
-              "cleared before each backward(), and what tells Keras that it trains?")
+              "cleared before each backward(), and what tells Keras that it trains?",
+         giveaways=["zero_grad", "/ world", "get_world_size", ".module", "loss_fn(y, ddp_model(x))",
+                    "training=True"], slow=True)
 
 
 def _check_epochs(answer):
@@ -142,4 +144,5 @@ register("12.2", title="fix a rank's epochs: the shuffle and the checkpoint", ch
          solution=_solve_epochs, expects="function", takes=6,
          wants="a function run_epochs(ddp_model, loader, optimizer, loss_fn, epochs, out_dir)",
          hint="how does a DistributedSampler know which epoch it is, and which of the processes should write the "
-              "one checkpoint file?")
+              "one checkpoint file?",
+         giveaways=["set_epoch", "get_rank() == 0", "rank == 0", "if rank"], slow=True)

@@ -51,11 +51,16 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
 import error_index  # noqa: E402  (tools/error_index.py: the TROUBLESHOOTING.md parser)
 import nblint  # noqa: E402  (tools/nblint.py: a notebook's %%writefile cells)
+import registry  # noqa: E402  (tools/registry.py: each lesson's entry)
 
-#: Each lesson's job scripts: the files its %%writefile cells must write (the checks submit them).
-LESSONS = {"07": ("mwms_job.sbatch", "mwms_train.py", "mwms_lib.py", "mwms_model.py"),
-           "08": ("jax_job.sbatch", "jax_worker.py"),
-           "12": ("torch_job.sbatch", "ddp_train.py", "common.py")}
+
+def slurm_lessons(root: Path = ROOT) -> dict[str, tuple[str, ...]]:
+    """Each lesson's job scripts: the files its registry entry's ``slurm`` names (its %%writefile cells write
+    them; the checks submit them)."""
+    return {ls.number: ls.slurm for ls in registry.load(root) if ls.slurm}
+
+
+LESSONS = slurm_lessons()
 SECTION = "Slurm"    # TROUBLESHOOTING.md's "## Slurm": every message in it comes from this run
 EPOCHS = 3
 BATCH, SEED = 64, 7  # lesson 08's global batch and seed (jax_worker.py's arguments)

@@ -1,20 +1,20 @@
-"""Re-runs (tools/pytest_course.py's NB_RERUN, run by tools/run_each_twice.py and make test on the pinned stack):
-a cell that breaks when run twice fails the notebook, a listed refusal does not, "Run All" twice finds what each
-cell twice cannot, and the first runs stay the plain run (their outputs are the ones kept)."""
+"""Re-runs (tools/pytest_course.py's NB_RERUN, run by `make rerun-each` and make test on the pinned stack): a cell
+that breaks when run twice fails the notebook, "Run All" twice finds what each cell twice cannot, and the first runs
+stay the plain run (their outputs are the ones kept)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-import run_each_twice as ret  # tools/run_each_twice.py
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFTEST = (f"import sys\nsys.path.insert(0, {str(ROOT / 'tools')!r})\npytest_plugins = ['pytest_course']\n"
-            "import pytest_course\n")
+CONFTEST = f"import sys\nsys.path.insert(0, {str(ROOT / 'tools')!r})\npytest_plugins = ['pytest_course']\n"
 
 
 def _notebook(folder: Path, name: str, sources: list[str]) -> str:
@@ -25,11 +25,14 @@ def _notebook(folder: Path, name: str, sources: list[str]) -> str:
     return name
 
 
-def _run(folder: Path, names: list[str], all_twice: bool = False, refusals: str = "", **env) -> str:
-    (folder / "conftest.py").write_text(CONFTEST + refusals)
-    cmd, run_env = ret.command(names, all_twice=all_twice, cell_timeout=60)
-    done = subprocess.run(cmd, cwd=folder, env={**run_env, "NB_BUDGET_S": "600", **env}, capture_output=True,
-                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+def _run(folder: Path, names: list[str], all_twice: bool = False, **env) -> str:
+    """The course's nbval run of ``names`` with the re-runs (what `make rerun-each` runs)."""
+    (folder / "conftest.py").write_text(CONFTEST)
+    cmd = [sys.executable, "-m", "pytest", *names, "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=60",
+           "-p", "no:cacheprovider", "-q"]
+    run_env = {**os.environ, "NB_RERUN": "all" if all_twice else "each", "PYTHONHASHSEED": "0", "NB_BUDGET_S": "600"}
+    done = subprocess.run(cmd, cwd=folder, env={**run_env, **env}, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
     return done.stdout + done.stderr
 
 
@@ -52,18 +55,6 @@ def test_each_cell_twice(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_listed_refusal_reruns_from_the_cell_it_names(tmp_path):
-    name = _notebook(tmp_path, "00_t.ipynb", [
-        "n = 0", "n += 1",
-        "if n != 1:\n    raise RuntimeError('the cell above ran twice: re-run from the cell n = 0')", "assert n == 1"])
-    listed = "pytest_course.REFUSALS['00_t.ipynb'] = [pytest_course.Refusal('c2', '{}', 'c0')]\n"
-    out = _run(tmp_path, [name], refusals=listed.format("re-run from the cell n = 0"))
-    assert "4 passed" in out and "00_t.ipynb::Cell 2: refused as listed; re-ran from cell 0" in out, out[-3000:]
-    out = _run(tmp_path, [name], refusals=listed.format("another message"))
-    assert "FAILED 00_t.ipynb::Cell 2" in out, out[-3000:]
-
-
-@pytest.mark.slow
 def test_run_all_twice_finds_what_each_cell_twice_cannot(tmp_path):
     name = _notebook(tmp_path, "00_t.ipynb", ["import os", "assert not os.path.exists('done')",
                                               "open('done', 'w').close()"])   # the kernel's own temporary folder
@@ -71,9 +62,3 @@ def test_run_all_twice_finds_what_each_cell_twice_cannot(tmp_path):
     out = _run(tmp_path, [name], all_twice=True)
     assert "Cell 1: Run All a second time in the same kernel, this cell fails" in out, out[-3000:]
 
-
-def test_bad_arguments():
-    with pytest.raises(ValueError, match="cell_timeout"):
-        ret.command(["x.ipynb"], cell_timeout=0)
-    cmd, env = ret.command(["notebooks/01_x.ipynb"], all_twice=True)
-    assert env["NB_RERUN"] == "all" and "--nbval-lax" in cmd and "notebooks/01_x.ipynb" in cmd
