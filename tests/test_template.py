@@ -137,13 +137,19 @@ def _run_setup_cell(cwd, *python_flags, env_extra=None):
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": str(root), "MULTIGPU_HELPERS": str(cwd / "no-such-source"),
+    src = cwd.parent / "src"          # the helpers package alone: the checkout may hold the editable install's
+    if not src.exists():              # *.egg-info, which importlib.metadata would find on PYTHONPATH
+        src.mkdir()
+        (src / "helpers").symlink_to(root / "helpers")
+    env = {**os.environ, "PYTHONPATH": str(src), "MULTIGPU_HELPERS": str(cwd / "no-such-source"),
            **(env_extra or {})}
     return subprocess.run([sys.executable, *python_flags, "-c", template.BOOTSTRAP_SOURCE], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 
 def test_the_setup_cell_asks_for_the_distribution_by_name(tmp_path):
+    tmp_path = tmp_path / "work"
+    tmp_path.mkdir()
     """Installed by name: nothing is installed (the bogus source is never tried). Importable but not installed
     (python -S: no site-packages, helpers on PYTHONPATH): it installs, and fails here on the bogus source."""
     import tomllib
@@ -159,6 +165,8 @@ def test_the_setup_cell_asks_for_the_distribution_by_name(tmp_path):
 
 
 def test_the_setup_cell_names_a_helpers_py_that_hides_the_package(tmp_path):
+    tmp_path = tmp_path / "work"
+    tmp_path.mkdir()
     (tmp_path / "helpers.py").write_text("x = 1\n")
     run = _run_setup_cell(tmp_path)
     assert run.returncode != 0
