@@ -429,14 +429,16 @@ class Checks:
             raise CheckFailed("the trained weights differ between the Slurm run and the run by hand")
         return verdict + ", the same trained weights", []
 
-    def jax_gpus(self, name: str, options: Sequence[str] = (), env: Optional[Mapping[str, str]] = None) -> list[dict]:
-        """Lesson 08's job script on the stand-in GPUs with the probe in place of the worker; each task's report."""
+    def jax_gpus(self, name: str, options: Sequence[str] = ("--gres=gpu:2",),
+                 env: Optional[Mapping[str, str]] = None) -> list[dict]:
+        """Lesson 08's job script on the stand-in GPUs (``options``: how it asks for them) with the probe in place of
+        the worker; each task's report."""
         if self.gpus < 2:
             raise CheckFailed("the local Slurm has no stand-in GPUs (mknod refused): the GPU-node path did not run")
         (self.jax / "jax_gpu_probe.py").write_text(JAX_GPU_PROBE)
         script = edited(self.jax / "jax_job.sbatch", JAX_SRUN, JAX_SRUN.replace("jax_worker.py", "jax_gpu_probe.py"),
                         f"jax_{name}.sbatch")
-        job = self.s.completed(script, options=["--gres=gpu:2", *options], env={**self.jax_env(), **(env or {})})
+        job = self.s.completed(script, options=options, env={**self.jax_env(), **(env or {})})
         return [json.loads(ln.split(" ", 1)[1]) for ln in self.s.log(job).splitlines() if ln.startswith("JAX_GPUS ")]
 
     def jax_one_task_per_gpu(self):
@@ -592,16 +594,20 @@ class Checks:
 
     def fail_jax_one_task_per_node(self):
         """The lesson's JAX job with one task on a node of 2 GPUs: JAX gives it GPU 0 alone, and the GPU check must
-        say so; with JAX_LOCAL_DEVICE_IDS=0,1 the same task gets both."""
-        one = self.jax_gpus("one_task", options=["--ntasks-per-node=1"])
-        try:
-            gpus_used(one, self.gpus)
-        except CheckFailed as exc:
-            caught = str(exc)
-        else:
-            raise CheckFailed(f"one task per node passed the GPU check: {one}")
-        both = self.jax_gpus("one_task_all_gpus", options=["--ntasks-per-node=1"], env={"JAX_LOCAL_DEVICE_IDS": "0,1"})
-        return f"caught: {caught}; with JAX_LOCAL_DEVICE_IDS=0,1: {gpus_used(both, self.gpus)}", []
+        say so; with JAX_LOCAL_DEVICE_IDS=0,1 the same task gets both. Then 2 tasks with --gpus-per-task=1."""
+        caught = []
+        for name, options in (("one_task", ["--gres=gpu:2", "--ntasks-per-node=1"]),
+                              ("gpus_per_task", ["--gpus-per-task=1"])):
+            reports = self.jax_gpus(name, options=options)
+            try:
+                gpus_used(reports, self.gpus)
+            except CheckFailed as exc:
+                caught.append(f"{' '.join(options)}: {exc}")
+            else:
+                raise CheckFailed(f"{' '.join(options)} passed the GPU check: {reports}")
+        both = self.jax_gpus("one_task_all_gpus", options=["--gres=gpu:2", "--ntasks-per-node=1"],
+                             env={"JAX_LOCAL_DEVICE_IDS": "0,1"})
+        return f"caught: {'; '.join(caught)}; with JAX_LOCAL_DEVICE_IDS=0,1: {gpus_used(both, self.gpus)}", []
 
     def caught(self, job: int, state: str, *patterns: str):
         if state == "COMPLETED":
