@@ -30,7 +30,8 @@ Checks (each prints its seconds and a verdict; any failure makes the exit status
    saying so, where torch is not installed.
 
 Then each failure mode once, for real: the checks above must catch it (for JAX's GPUs: one task per node with
-``--gres=gpu:2`` uses 1 of 2 GPUs, and ``JAX_LOCAL_DEVICE_IDS=0,1`` gives that task both), and the exact messages (Slurm's and the
+``--gres=gpu:2`` uses 1 of 2 GPUs, ``--gpus-per-task=1`` has task 1 ask for a GPU it does not see, and
+``JAX_LOCAL_DEVICE_IDS=0,1`` gives one task both), and the exact messages (Slurm's and the
 frameworks') are printed. At the end, every message of TROUBLESHOOTING.md's "Slurm" section must be among the
 printed ones: ``make slurm-check`` is what produces that section (the pytest error index leaves it out).
 """
