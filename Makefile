@@ -3,7 +3,7 @@
 # Two stacks: STACK=pinned (default; requirements.txt, Python 3.11, .venv) or STACK=hosted
 # (requirements-hosted.txt: Colab's/Kaggle's versions, Python 3.13, .venv-hosted, helpers installed without -e),
 # or STACK=latest (requirements-latest.txt: lower bounds, so the newest TensorFlow/Keras/JAX; Python 3.13,
-# .venv-latest; CI runs it weekly to catch drift early).
+# .venv-latest; CI runs it daily to catch drift early).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 

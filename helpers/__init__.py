@@ -2,7 +2,7 @@
 
 Setup: config (quick/full), versions, quiet, course (the course map), devices (``ensure_devices``), meshes (JAX
 devices), torch_backend (PyTorch, lesson 12), notebook (``setup_notebook``, ``scratch_dir``), errors
-(``expect_error``), checks, subproc, data, models. Lessons: plotting, placement (01); gpus (02); legacy,
+(``expect_error``), checks, subproc, models. Lessons: plotting, placement (01); gpus (02); legacy,
 replica_checks (03); batchnorm, capsule (04); callbacks, resume (05); bench, precision, scaling, input_pipeline (06);
 cluster (07); memory_report, trace_split (10); exercises (self-checks and solutions). Maintainer tools live in
 tools/.
@@ -27,7 +27,6 @@ _LAZY = {
     "scratch_dir": ("notebook", "scratch_dir"),
     "expect_error": ("errors", "expect_error"),
     "ensure_devices": ("devices", "ensure_devices"),
-    "load_dataset": ("data", "load_dataset"),
 }
 
 

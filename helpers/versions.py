@@ -20,7 +20,8 @@ from typing import Optional, Sequence
 
 from .subproc import run
 
-#: The supported range, tested at both ends (requirements.txt and requirements-hosted.txt).
+#: The supported range. The pinned and hosted stacks (requirements.txt, requirements-hosted.txt) test both ends of
+#: TensorFlow and Keras and JAX 0.7 and 0.10; JAX 0.11+ needs Python 3.12+, so its upper end runs on the latest stack.
 #: Each entry: distribution -> (lowest major.minor, highest major.minor), both included.
 SUPPORTED: dict[str, tuple[str, str]] = {
     "python": ("3.11", "3.13"),

@@ -33,7 +33,7 @@ EXCLUDED = ("capsule_scripts", "transcripts", "capstone_scripts", "scripts")
 #: Modules that import no framework when imported: ``import helpers`` and ``setup_notebook`` (lesson 08
 #: picks the backend after them, and CUDA_VISIBLE_DEVICES must be set before TensorFlow starts), and the
 #: launchers. Modules used only after the Setup cells (placement, callbacks, ...) may import Keras at the top.
-FRAMEWORK_FREE = ("helpers", "helpers.checks", "helpers.config", "helpers.course", "helpers.data",
+FRAMEWORK_FREE = ("helpers", "helpers.checks", "helpers.config", "helpers.course",
                   "helpers.devices", "helpers.errors", "helpers.gpus", "helpers.meshes", "helpers.models",
                   "helpers.notebook", "helpers.precision", "helpers.quiet", "helpers.subproc",
                   "helpers.versions", "helpers.cluster",

@@ -75,3 +75,44 @@ def test_visible_lines_have_a_course_and_a_lesson_budget(tmp_path):
     assert learnerpath.report(paths)["over_budget"] == []
     paths[11] = _lesson(tmp_path, lines + [("code", "z = 1")], name="11_l.ipynb")
     assert learnerpath.report(paths)["over_budget"] == ["lessons 00-11: 1,801 visible code lines (budget 1,800)"]
+
+
+def test_plumbing_launches_parses_or_only_checks():
+    """The rule's three kinds, and look-alikes that are not plumbing."""
+    cases = {
+        "import subprocess\nrun = subprocess.run(['nvidia-smi'], capture_output=True)": ["launches"],
+        "from subprocess import Popen as P\np = P(['python', 'w.py'])": ["launches"],
+        "job = helpers.cluster.run(['w.py'], n_workers=2)": ["launches"],
+        "!nvidia-smi -L": ["launches"],
+        "%%bash\ntorchrun --nproc_per_node=2 train.py": ["launches"],
+        "hlo = step.lower(x).compile().as_text()\nops = re.findall(r'all-reduce', hlo)": ["parses"],
+        "last = log.splitlines()[-1]\nprint(last)": ["parses"],
+        "reports = [json.loads(p.read_text()) for p in files]": ["parses"],
+        "assert a == b\nnp.testing.assert_allclose(x, y)\nfor v in vs:\n    assert v > 0": ["only checks"],
+        "out = subprocess.run(cmd).stdout\nassert 'ok' in out.splitlines()": ["launches", "parses"],
+        # not plumbing:
+        "result = strategy.run(step, args=(x,))": [],             # a replica step, not a process
+        "%%writefile x.py\nimport subprocess\nsubprocess.run(['ls'])": [],   # a script the lesson writes
+        "hist = model.fit(x, y, verbose=2)\nassert hist.history['loss'][-1] < 1": [],   # computes: learner code
+        "print(x)\nassert x": [],                                  # shows something
+        "if 'ok' in text:\n    print('fine')": [],
+    }
+    for source, why in cases.items():
+        assert learnerpath.plumbing(source, learnerpath._python(source)) == why, source
+
+
+def test_plumbing_is_its_own_column_of_visible_cells(tmp_path):
+    path = _lesson(tmp_path, [
+        ("code", "import subprocess\nsubprocess.run(['ls'])"),               # visible: counted
+        ("code", "assert 1 + 1 == 2"),                                       # visible: counted
+        ("code", "subprocess.run(['ls'])", True),                            # collapsed: off the path
+        ("code", "x = helpers.subproc.run_python('print(1)')"),             # machinery too: both columns
+        ("markdown", "## How we know"),
+        ("code", "assert 2 + 2 == 4"),                                       # optional: off the path
+    ])
+    fig = learnerpath.lesson_figures(path)
+    assert (fig["visible"], fig["plumbing"], fig["machinery"]) == (3, 3, 1)
+    assert [i for i, _ in fig["plumbing_cells"]] == [2, 3, 5]
+    rep = learnerpath.report([path])
+    assert rep["total"]["plumbing"] == 3 and rep["over_budget"] == []      # a column, not a budget
+    assert "| launch, parse, only check |" in learnerpath.table(rep) and "| 3 (100%) |" in learnerpath.table(rep)

@@ -96,8 +96,8 @@ def test_sessions_tables_follow_the_blocks_and_optional_blocks_stay_outside(tmp_
     assert generate.main(["--root", str(root), "--check"]) == 0 and generate.stale(root) == []
     guide = (root / "docs/workshop.md").read_text()
     session1 = guide.split("<!-- session1:begin")[1].split("<!-- session1:end")[0]
-    assert "## Session 1 (2 hours): lessons 00 to 02" in session1     # 5 + 10 + 20 + 30 + 10 + 40 + 5
-    rows = [ln for ln in session1.splitlines() if ln.startswith("| 0:") or ln.startswith("| 1:")]
+    assert "## Session 1 (3 hours): lessons 00 to 02" in session1     # a 3-hour slot: 5 + 10 + 20 + 30 + 10 + 40 + 5
+    rows = [ln for ln in session1.splitlines() if ln.startswith(("| 0:", "| 1:", "| 2:"))]
     assert rows == [
         "| 0:00-0:05 | welcome, launch | " + generate.WELCOME[1] + " |",
         "| 0:05-0:15 | **00 Title 00**: the quick start | notes 00 |",
@@ -105,7 +105,8 @@ def test_sessions_tables_follow_the_blocks_and_optional_blocks_stay_outside(tmp_
         "| 0:35-0:45 | break | |",                                    # 01 would end past half of 100 minutes
         "| 0:45-1:15 | **01 Title 01** | notes 01 |",
         "| 1:15-1:55 | **02 Title 02** (sections 1-2) | notes 02 |",
-        "| 1:55-2:00 | wrap-up | homework: the remaining exercises |"]
+        "| 1:55-2:55 | slack | " + generate.SLACK[1] + " |",          # what the 120 minutes leave of 180
+        "| 2:55-3:00 | wrap-up | homework: the remaining exercises |"]
     session2 = guide.split("<!-- session2:begin")[1].split("<!-- session2:end")[0]
     assert "## Session 2 (about 2 hours): lessons 02 to 03" in session2   # 45 + 10 + 50 + 5 = 110 minutes
     assert "| 0:45-0:55 | break | |" in session2 and "12" not in session2
@@ -122,6 +123,17 @@ def test_sessions_tables_follow_the_blocks_and_optional_blocks_stay_outside(tmp_
         "number": "12", "notebook": "12_new.ipynb", "title": "Title 12", "summary": "what 12 teaches"}
     nb = json.loads((root / "notebooks/12_new.ipynb").read_text())
     assert "GPU T4 x2** before running. Both GPUs.\n" in "".join(nb["cells"][0]["source"])
+
+
+def test_session_1_keeps_15_minutes_of_its_3_hours_unplanned(tmp_path, capsys):
+    """165 minutes of rows leave exactly 15; one minute more stops the generator, saying what to shorten."""
+    fits = {"00_a.ipynb": [(1, 70, "")], "01_b.ipynb": [(1, 75, "")]}     # 5 + 70 + 10 + 75 + 5 = 165
+    root = _course(tmp_path / "fits", fits)
+    assert generate.main(["--root", str(root)]) == 0
+    assert "| 2:40-2:55 | slack |" in (root / "docs/workshop.md").read_text()
+    root = _course(tmp_path / "full", {**fits, "01_b.ipynb": [(1, 76, "")]})
+    assert generate.main(["--root", str(root)]) == 1
+    assert "session 1's blocks and fixed rows take 166 of its 180 minutes: leave at least 15" in capsys.readouterr().err
 
 
 def test_a_stale_file_is_named_and_sync_fixes_it(tmp_path, capsys):

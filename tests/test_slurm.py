@@ -157,7 +157,49 @@ def test_keras_distribution_initialize_outside_a_slurm_step():
     assert done.returncode == 1 and last == "ValueError: coordinator_address should be defined."
 
 
+def test_jax_slurm_detection_gives_each_task_the_gpu_numbered_slurm_localid(monkeypatch):
+    """The rule lesson 08's job follows, in this stack's JAX (0.7.2 and 0.10.2 alike): in a Slurm step JAX restricts
+    each process to the GPU ``SLURM_LOCALID`` unless local_device_ids or JAX_LOCAL_DEVICE_IDS say otherwise, so one
+    task on a node of 4 GPUs would use GPU 0 alone. (jax/_src/clusters/cluster.py,
+    ``auto_detect_unset_distributed_params``; no coordinator is started here.)"""
+    from jax._src import clusters
+    for k in [k for k in os.environ if k.startswith("SLURM_")]:
+        monkeypatch.delenv(k)
+    for k, v in {"SLURM_JOB_ID": "4242", "SLURM_STEP_NODELIST": "node[01-02]", "SLURM_NTASKS": "8",
+                 "SLURM_PROCID": "5", "SLURM_LOCALID": "1"}.items():
+        monkeypatch.setenv(k, v)
+    address, processes, process, local = clusters.ClusterEnv.auto_detect_unset_distributed_params(
+        None, None, None, None, None, None)
+    assert (address.split(":")[0], processes, process, list(local)) == ("node01", 8, 5, [1])
+    mine = clusters.ClusterEnv.auto_detect_unset_distributed_params(None, None, None, [0, 1, 2, 3], None, None)
+    assert list(mine[3]) == [0, 1, 2, 3]                # what JAX_LOCAL_DEVICE_IDS=0,1,2,3 becomes in initialize()
+
+
 # --------------------------------------------------------------------------- the checks' verdicts
+
+def gpu_report(localid, visible="0,1", jax="0", node="vm"):
+    return {"node": node, "localid": localid, "cuda_visible_devices": visible, "jax_visible": jax}
+
+
+def test_gpus_used_right():
+    one_per_gpu = [gpu_report(0, jax="0"), gpu_report(1, jax="1")]
+    assert check.gpus_used(one_per_gpu, 2).startswith("2 task(s) on 1 node(s) use all 2 GPUs of each, one task per")
+    assert "use all 2 GPUs" in check.gpus_used([gpu_report(0, jax="0,1")], 2)        # JAX_LOCAL_DEVICE_IDS=0,1
+    two_nodes = one_per_gpu + [gpu_report(0, node="vm2"), gpu_report(1, jax="1", node="vm2")]
+    assert check.gpus_used(two_nodes, 2).startswith("4 task(s) on 2 node(s)")
+
+
+@pytest.mark.parametrize("reports, words", [
+    ([gpu_report(0)], "vm: its 1 task(s) use 1 of its 2 GPUs: under Slurm JAX gives each task only the GPU numbered"),
+    ([gpu_report(0, visible="0"), gpu_report(1, visible="1", jax="1")],        # --gpus-per-task=1
+     "task 1 on vm asks JAX for GPU ordinals [1] but sees 1 GPU(s) ('1')"),
+    ([gpu_report(0, jax="all"), gpu_report(1, jax="all")], "two tasks share a GPU"),
+    ([], "no task reported its GPUs"),
+])
+def test_gpus_used_catches(reports, words):
+    with pytest.raises(check.CheckFailed, match=re.escape(words)):
+        check.gpus_used(reports, 2)
+
 
 def epochs(shares=((0.4, 0.3), (0.2, 0.1)), checksums=(11.5, 12.5), pid=1):
     """Two tasks' history rows: per epoch the all-reduced loss (the sum of the shares), shares and checksum."""
@@ -309,6 +351,8 @@ def test_check_sh_without_the_frameworks_says_why_in_one_line():
 
 def test_the_job_scripts_take_the_routes_the_lessons_teach():
     assert "srun --kill-on-bad-exit=1 python mwms_train.py" in LESSONS["07"]["mwms_job.sbatch"]
-    assert "srun --kill-on-bad-exit=1 python jax_worker.py" in LESSONS["08"]["jax_job.sbatch"]
+    assert check.JAX_SRUN in LESSONS["08"]["jax_job.sbatch"]              # the GPU check swaps the worker there
+    assert "#SBATCH --job-name=jax --ntasks-per-node=2 " in LESSONS["08"]["jax_job.sbatch"]   # one task per GPU
+    assert "JAX_LOCAL_DEVICE_IDS=0,1,2,3" in LESSONS["08"]["jax_job.sbatch"]
     assert "kd.initialize()\n" in LESSONS["08"]["jax_worker.py"]          # no arguments under srun
     assert 'srun --cpus-per-task="$SLURM_CPUS_PER_TASK" torchrun' in LESSONS["12"]["torch_job.sbatch"]   # srun starts torchrun

@@ -9,7 +9,8 @@ What it writes, each between its markers (``<!-- NAME:begin ... -->`` ... ``<!--
   the helpers are pip-installed without the notebooks (Colab, Kaggle);
 - docs/workshop.md: the plan line (``plan``), the timing table (``timings``: tools/timings.py, from the measured
   docs/timings.json), the reading table (``reading``), the two sessions' tables (``session1``, ``session2``: clock
-  times follow from the blocks' minutes) and the optional blocks (``optional``: outside the sessions' clocks);
+  times follow from the blocks' minutes; session 1, a 3-hour slot, keeps at least 15 of them as slack) and the
+  optional blocks (``optional``: outside the sessions' clocks);
 - every notebook: badges, Kaggle line, Setup 1/2 and the kernelspec (tools/nbtemplate.py), in the one format.
 The website's table of contents is made from the same entries when the site is built (tools/book.py).
 
@@ -47,6 +48,12 @@ BREAK = ("break", "", 10)
 WRAP_UP = {1: ("wrap-up", "homework: the remaining exercises", 5),
            2: ("wrap-up", "which API for which job: `tf.distribute` or `keras.distribution`; the remaining "
                           "exercises", 5)}
+#: Sessions with a fixed slot: their length in minutes. The blocks and the fixed rows must leave at least
+#: MIN_SLACK minutes of it unplanned; the table shows what they leave as a SLACK row before the wrap-up.
+SESSION_LENGTH = {1: 180}
+MIN_SLACK = 15
+SLACK = ("slack", "questions, a kernel restart, a learner who fell behind: spend it where the room needs it, else "
+                  "start the homework")
 SESSION_INTRO = {1: "Each block includes reading, running the lesson's cells as you go (the timing table above; "
                     "roughly 1.5x the\n1-core column on Binder) and one exercise in class."}
 
@@ -133,7 +140,8 @@ def duration(minutes: int) -> str:
 
 def session_rows(lessons: list[registry.Lesson], session: int) -> list[tuple[str, str, int]]:
     """(block, notes, minutes) of one session, in lesson order, with the fixed rows: a welcome (session 1), a break
-    before the first block that would end past half the session's teaching time, a wrap-up."""
+    before the first block that would end past half the session's teaching time, a wrap-up, and in a session of
+    fixed length (:data:`SESSION_LENGTH`) the slack it leaves; ValueError when that is under :data:`MIN_SLACK`."""
     blocks = [(block_label(ls, b.part), b.notes, b.minutes) for ls in lessons for b in ls.workshop
               if b.session == session]
     if not blocks:
@@ -145,7 +153,14 @@ def session_rows(lessons: list[registry.Lesson], session: int) -> list[tuple[str
             break
         done += block[2]
     rows = ([WELCOME] if session == 1 else []) + blocks[:at] + ([BREAK] if at < len(blocks) else []) + blocks[at:]
-    return rows + [WRAP_UP[session]]
+    rows.append(WRAP_UP[session])
+    if session in SESSION_LENGTH:                     # a fixed slot: what the rows leave of it is slack
+        length, used = SESSION_LENGTH[session], sum(r[2] for r in rows)
+        if length - used < MIN_SLACK:
+            raise ValueError(f"session {session}'s blocks and fixed rows take {used} of its {length} minutes: leave "
+                             f"at least {MIN_SLACK} unplanned (shorten the blocks' minutes in the registry)")
+        rows.insert(-1, (*SLACK, length - used))
+    return rows
 
 
 def session_block(lessons: list[registry.Lesson], session: int) -> str:

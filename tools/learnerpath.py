@@ -9,10 +9,18 @@ Rule:
   course's ``helpers`` package, other than the interfaces meant for learners: ``expect_error``, the exercises,
   ``scratch_dir``, ``config.pick``, plots and tables. Names reach a cell through ``import helpers`` (then
   ``helpers.x``) or ``from helpers[.m] import x``, in any earlier cell;
+- a visible cell is *plumbing* (its own column, no budget) when it launches a process, parses output, or only
+  checks. It *launches* when it calls ``subprocess``, ``os.system``/``os.popen``, ``multiprocessing``/``torch``'s
+  process starters or a course launcher (``cluster.run``, ``cluster.LocalCluster``, ``subproc.run*``), or has a
+  ``!`` shell line; it *parses* when it calls a ``re`` function or ``.splitlines()`` (picking lines out of a log, a
+  child's output or XLA's program text) or reads a file's text back (``.read_text()``, ``json.load``/``loads``);
+  it *only checks* when every statement is an ``assert``, an ``assert*`` call (``np.testing.assert_allclose``) or
+  a ``for``/``if``/``with`` holding only those: it shows the learner nothing and computes nothing new;
 - visible code lines are the non-blank lines of visible cells: at most 1,800 over lessons 00-11 and 200 in any
   one lesson.
 
-Usage: python tools/learnerpath.py [--json] [NOTEBOOK ...]   (a table per lesson and the totals)
+Usage: python tools/learnerpath.py [--json] [--cells] [NOTEBOOK ...]   (a table per lesson and the totals; --cells
+names each machinery and plumbing cell)
 """
 
 from __future__ import annotations
@@ -40,6 +48,17 @@ LEARNER_INTERFACES = ("expect_error", "errors.expect_error", "exercises", "scrat
                       "config.pick", "plotting", "tables")
 OPTIONAL_HEADING = "## How we know"
 _MAGIC = re.compile(r"^\s*[%!].*$", re.M)
+_SHELL = re.compile(r"^\s*!", re.M)
+#: What launches a process: a call whose dotted name ends with one of these (``subprocess.run``, ``sp.Popen``,
+#: ``helpers.cluster.run``, ``cluster.LocalCluster``, ``mp.spawn``...), checked against the module it comes from.
+LAUNCHERS = {"subprocess": ("run", "Popen", "call", "check_call", "check_output", "getoutput", "getstatusoutput"),
+             "os": ("system", "popen", "execv", "execvp", "spawnv", "spawnl"),
+             "multiprocessing": ("Process", "Pool", "get_context"),
+             "torch.multiprocessing": ("spawn", "start_processes", "Process"),
+             "cluster": ("run", "LocalCluster"),
+             "subproc": ("run", "run_python", "Popen", "popen")}
+_RE_FUNCTIONS = ("search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split", "compile")
+_READERS = ("splitlines", "read_text", "read_bytes")
 
 
 def _src(cell: dict) -> str:
@@ -154,14 +173,71 @@ def machinery_uses(tree: ast.Module, names: dict[str, list[str]], tainted: set[s
     return sorted(set(uses([tree])))
 
 
+def _assertion(node: ast.AST) -> bool:
+    """An ``assert`` statement, or a call statement of an ``assert*`` function (``np.testing.assert_allclose``)."""
+    if isinstance(node, ast.Assert):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        chain = _dotted(node.value.func)
+        return bool(chain) and chain[-1].startswith("assert")
+    return False
+
+
+def _checks_only(body: list[ast.stmt]) -> tuple[bool, int]:
+    """(every statement is a check or a block of checks; how many checks)."""
+    checks = 0
+    for node in body:
+        if _assertion(node):
+            checks += 1
+        elif isinstance(node, (ast.For, ast.If, ast.With)):
+            ok, n = _checks_only(node.body + getattr(node, "orelse", []))
+            if not ok:
+                return False, checks
+            checks += n
+        else:
+            return False, checks
+    return True, checks
+
+
+def plumbing(source: str, tree: ast.Module | None) -> list[str]:
+    """Why a cell is plumbing: any of ``"launches"``, ``"parses"``, ``"only checks"`` (the rule above); [] if not.
+    A shell cell magic (``%%bash``) launches; a ``%%writefile`` script is none of them."""
+    if tree is None:
+        first = source.split(None, 1)[0] if source.strip() else ""
+        return ["launches"] if first in ("%%bash", "%%sh", "%%script", "%%system") else []
+    aliases = {}                                      # a name the cell imports -> its full dotted name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            aliases.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+        elif isinstance(node, ast.Import):
+            aliases.update({a.asname: a.name for a in node.names if a.asname})
+    calls = []                                        # every call's dotted name, imports resolved
+    for node in ast.walk(tree):
+        chain = _dotted(node.func) if isinstance(node, ast.Call) else None
+        if chain:
+            calls.append(aliases.get(chain[0], chain[0]).split(".") + chain[1:])
+    why = []
+    if _SHELL.search(source) or any(
+            len(c) > 1 and c[-1] in names and (".".join(c[:-1]) == module or ".".join(c[:-1]).endswith("." + module))
+            for c in calls for module, names in LAUNCHERS.items()):
+        why.append("launches")
+    if any(c[:1] == ["re"] and c[-1] in _RE_FUNCTIONS or c[-1] in _READERS or c in (["json", "load"], ["json", "loads"])
+           for c in calls):
+        why.append("parses")
+    ok, checks = _checks_only(tree.body)
+    if ok and checks:
+        why.append("only checks")
+    return why
+
+
 def lesson_figures(path: Path) -> dict:
     """One lesson's counts by the rule above."""
     cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
     names: dict[str, list[str]] = {}
     tainted: set[str] = set()
     code_seen, optional = 0, False
-    fig = {"cells": 0, "collapsed": 0, "optional": 0, "visible": 0, "machinery": 0, "visible_lines": 0,
-           "machinery_cells": []}
+    fig = {"cells": 0, "collapsed": 0, "optional": 0, "visible": 0, "machinery": 0, "plumbing": 0,
+           "visible_lines": 0, "machinery_cells": [], "plumbing_cells": []}
     for index, cell in enumerate(cells):
         source = _src(cell)
         if cell["cell_type"] == "markdown":
@@ -187,6 +263,10 @@ def lesson_figures(path: Path) -> dict:
             if uses:
                 fig["machinery"] += 1
                 fig["machinery_cells"].append((index, uses))
+            why = plumbing(source, tree)
+            if why:
+                fig["plumbing"] += 1
+                fig["plumbing_cells"].append((index, why))
     return fig
 
 
@@ -194,7 +274,7 @@ def report(paths: list[Path]) -> dict:
     """Per-lesson figures, the totals, and every budget broken."""
     per = {Path(p).name[:2]: lesson_figures(p) for p in paths}
     total = {k: sum(f[k] for f in per.values())
-             for k in ("cells", "collapsed", "optional", "visible", "machinery", "visible_lines")}
+             for k in ("cells", "collapsed", "optional", "visible", "machinery", "plumbing", "visible_lines")}
     over = []
     for number, f in per.items():
         if f["visible"] and f["machinery"] / f["visible"] > LESSON_MACHINERY:
@@ -220,12 +300,12 @@ def _pct(a: int, b: int) -> str:
 
 def table(rep: dict) -> str:
     """The report as a markdown table."""
-    rows = ["| lesson | code cells | collapsed | optional | visible | drive machinery | visible lines |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| lesson | code cells | collapsed | optional | visible | drive machinery | launch, parse, only check "
+            "| visible lines |", "|---|---|---|---|---|---|---|---|"]
     for number, f in list(rep["per_lesson"].items()) + [("all", rep["total"])]:
         rows.append(f"| {number} | {f['cells']} | {f['collapsed']} ({_pct(f['collapsed'], f['cells'])}) | "
                     f"{f['optional']} | {f['visible']} | {f['machinery']} ({_pct(f['machinery'], f['visible'])}) | "
-                    f"{f['visible_lines']:,d} |")
+                    f"{f['plumbing']} ({_pct(f['plumbing'], f['visible'])}) | {f['visible_lines']:,d} |")
     return "\n".join(rows)
 
 
@@ -241,6 +321,8 @@ def main(argv: list[str]) -> int:
         for number, f in rep["per_lesson"].items():
             for index, uses in f["machinery_cells"]:
                 print(f"{number} cell {index}: {', '.join(uses)}")
+            for index, why in f["plumbing_cells"]:
+                print(f"{number} cell {index}: {', '.join(why)}")
     for line in rep["over_budget"]:
         print("OVER:", line)
     return 0

@@ -20,11 +20,18 @@ Checks (each prints its seconds and a verdict; any failure makes the exit status
 4. **JAX srun**: lesson 08's ``jax_job.sbatch``: ``srun`` starts ``jax_worker.py``, which calls
    ``keras.distribution.initialize()`` with no arguments; it must give the result of the lesson's own 2-process
    run (a ``TF_CONFIG`` per process, no Slurm).
-5. **PyTorch torchrun**: lesson 12's ``torch_job.sbatch``: ``srun`` starts ``torchrun`` (PyTorch's own Slurm example),
+5. **JAX GPUs per task**: lesson 08's ``jax_job.sbatch`` with ``--gres=gpu:2`` on the node's 2 stand-in GPUs, its
+   ``srun`` line running a probe instead of the worker: the probe calls ``keras.distribution.initialize()`` as the
+   worker does and reports the GPUs JAX would use (``jax_cuda_visible_devices``, which JAX's Slurm detection sets to
+   ``SLURM_LOCALID``, applied to the ``CUDA_VISIBLE_DEVICES`` Slurm gave the task). The node's tasks must use every
+   GPU it was given, each a different one. Nothing computes on the stand-in GPUs: what is checked is JAX's own choice.
+6. **PyTorch torchrun**: lesson 12's ``torch_job.sbatch``: ``srun`` starts ``torchrun`` (PyTorch's own Slurm example),
    which starts 2 DDP ranks of ``ddp_train.py``; the result must equal ``torchrun --standalone`` by hand. Skipped,
    saying so, where torch is not installed.
 
-Then each failure mode once, for real: the checks above must catch it, and the exact messages (Slurm's and the
+Then each failure mode once, for real: the checks above must catch it (for JAX's GPUs: one task per node with
+``--gres=gpu:2`` uses 1 of 2 GPUs, ``--gpus-per-task=1`` has task 1 ask for a GPU it does not see, and
+``JAX_LOCAL_DEVICE_IDS=0,1`` gives one task both), and the exact messages (Slurm's and the
 frameworks') are printed. At the end, every message of TROUBLESHOOTING.md's "Slurm" section must be among the
 printed ones: ``make slurm-check`` is what produces that section (the pytest error index leaves it out).
 """
@@ -72,6 +79,18 @@ FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 NOISE = re.compile(r"^(?:[IW]\d{4} [\d:. ]+\d+ \S+:\d+\]|WARNING: All log messages before absl|To enable the "
                    r"following instructions|W\d{4} [\d:.]+ \d+ torch/distributed/run.py)")
 RESOLVER = "import tensorflow as tf; tf.distribute.cluster_resolver.SlurmClusterResolver({})"
+JAX_SRUN = 'srun --kill-on-bad-exit=1 python jax_worker.py "$@"'   # lesson 08's srun line (the probe replaces it)
+#: What the job's tasks run instead of jax_worker.py to show the GPUs JAX would use: the worker's own
+#: initialize() (JAX reads the job, and each task's GPU, from Slurm), then one line per task.
+JAX_GPU_PROBE = """import json, os, sys
+sys.modules["tensorflow"] = None
+import jax
+from keras import distribution as kd
+kd.initialize()
+print("JAX_GPUS " + json.dumps({"node": os.environ["SLURMD_NODENAME"], "localid": int(os.environ["SLURM_LOCALID"]),
+      "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+      "jax_visible": jax.config.values["jax_cuda_visible_devices"]}), flush=True)
+"""
 
 
 class CheckFailed(AssertionError):
@@ -142,6 +161,35 @@ def same_result(scheduled: Sequence[dict], by_hand: Sequence[dict], n: int = 2, 
     if [r["loss"] for r in ours] != [r["loss"] for r in theirs]:
         raise CheckFailed(f"losses differ: under Slurm {ours[0]['loss']}, by hand {theirs[0]['loss']}")
     return f"{n} processes found each other; losses {[round(v, 5) for v in ours[0]['loss']]} as by hand"
+
+
+def gpus_used(reports: Sequence[Mapping], gpus_per_node: int) -> str:
+    """Raise :class:`CheckFailed` unless the tasks on each node together use all its ``gpus_per_node`` GPUs, each
+    task its own; else a summary. ``reports``: per task, ``node``, ``localid``, ``cuda_visible_devices`` (what Slurm
+    set) and ``jax_visible`` (``jax.config.values["jax_cuda_visible_devices"]`` after ``initialize()``: ``"all"`` or
+    CUDA ordinals among the visible GPUs)."""
+    if not reports:
+        raise CheckFailed("no task reported its GPUs")
+    by_node: dict[str, list[str]] = {}
+    for r in reports:
+        visible = [g for g in (r["cuda_visible_devices"] or "").split(",") if g]
+        ordinals = range(len(visible)) if r["jax_visible"] == "all" else [int(i) for i in r["jax_visible"].split(",")]
+        if any(i >= len(visible) for i in ordinals):
+            raise CheckFailed(f"task {r['localid']} on {r['node']} asks JAX for GPU ordinals {list(ordinals)} but sees "
+                              f"{len(visible)} GPU(s) ({r['cuda_visible_devices']!r}): JAX takes SLURM_LOCALID as the "
+                              "ordinal, which --gpus-per-task breaks")
+        by_node.setdefault(r["node"], []).extend(visible[i] for i in ordinals)
+    for node, used in by_node.items():
+        tasks = sum(r["node"] == node for r in reports)
+        if len(set(used)) != len(used):
+            raise CheckFailed(f"{node}: two tasks share a GPU ({sorted(used)}): more tasks than GPUs")
+        if len(used) < gpus_per_node:
+            raise CheckFailed(f"{node}: its {tasks} task(s) use {len(used)} of its {gpus_per_node} GPUs: under Slurm "
+                              "JAX gives each task only the GPU numbered SLURM_LOCALID (one task per GPU, or "
+                              "JAX_LOCAL_DEVICE_IDS)")
+    return (f"{len(reports)} task(s) on {len(by_node)} node(s) use all {gpus_per_node} GPUs of each, "
+            f"one task per GPU" if len(reports) == gpus_per_node * len(by_node) else
+            f"{len(reports)} task(s) use all {gpus_per_node} GPUs of each node")
 
 
 def unproduced(index_text: str, printed: str, section: str = SECTION) -> list[error_index.Entry]:
@@ -387,6 +435,22 @@ class Checks:
             raise CheckFailed("the trained weights differ between the Slurm run and the run by hand")
         return verdict + ", the same trained weights", []
 
+    def jax_gpus(self, name: str, options: Sequence[str] = ("--gres=gpu:2",),
+                 env: Optional[Mapping[str, str]] = None) -> list[dict]:
+        """Lesson 08's job script on the stand-in GPUs (``options``: how it asks for them) with the probe in place of
+        the worker; each task's report."""
+        if self.gpus < 2:
+            raise CheckFailed("the local Slurm has no stand-in GPUs (mknod refused): the GPU-node path did not run")
+        (self.jax / "jax_gpu_probe.py").write_text(JAX_GPU_PROBE)
+        script = edited(self.jax / "jax_job.sbatch", JAX_SRUN, JAX_SRUN.replace("jax_worker.py", "jax_gpu_probe.py"),
+                        f"jax_{name}.sbatch")
+        job = self.s.completed(script, options=options, env={**self.jax_env(), **(env or {})})
+        return [json.loads(ln.split(" ", 1)[1]) for ln in self.s.log(job).splitlines() if ln.startswith("JAX_GPUS ")]
+
+    def jax_one_task_per_gpu(self):
+        reports = self.jax_gpus("gpus")
+        return gpus_used(reports, self.gpus) + f" (JAX: {[r['jax_visible'] for r in reports]})", []
+
     def torch_torchrun(self):
         if importlib.util.find_spec("torch") is None:
             return "skipped: torch is not installed in this environment", []
@@ -534,6 +598,23 @@ class Checks:
                             options=["--gpus-per-task=1"])
         return self.caught(job, self.s.wait(job), r"ValueError: range\(\) arg 3 must not be zero")
 
+    def fail_jax_one_task_per_node(self):
+        """The lesson's JAX job with one task on a node of 2 GPUs: JAX gives it GPU 0 alone, and the GPU check must
+        say so; with JAX_LOCAL_DEVICE_IDS=0,1 the same task gets both. Then 2 tasks with --gpus-per-task=1."""
+        caught = []
+        for name, options in (("one_task", ["--gres=gpu:2", "--ntasks-per-node=1"]),
+                              ("gpus_per_task", ["--gpus-per-task=1"])):
+            reports = self.jax_gpus(name, options=options)
+            try:
+                gpus_used(reports, self.gpus)
+            except CheckFailed as exc:
+                caught.append(f"{' '.join(options)}: {exc}")
+            else:
+                raise CheckFailed(f"{' '.join(options)} passed the GPU check: {reports}")
+        both = self.jax_gpus("one_task_all_gpus", options=["--gres=gpu:2", "--ntasks-per-node=1"],
+                             env={"JAX_LOCAL_DEVICE_IDS": "0,1"})
+        return f"caught: {'; '.join(caught)}; with JAX_LOCAL_DEVICE_IDS=0,1: {gpus_used(both, self.gpus)}", []
+
     def caught(self, job: int, state: str, *patterns: str):
         if state == "COMPLETED":
             raise CheckFailed(f"job {job} COMPLETED: the failure did not happen")
@@ -568,13 +649,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     checks = Checks(Slurm(work, env), lessons)
     order = [("TF together", checks.tf_together), ("TF resume", checks.tf_resume),
              ("TF GPU node", checks.tf_gpu_node), ("JAX srun", checks.jax_srun),
+             ("JAX one task per GPU", checks.jax_one_task_per_gpu),
              ("PyTorch torchrun", checks.torch_torchrun),
              ("failure: peer never starts", checks.fail_peer_never_starts),
              ("failure: port taken", checks.fail_port_taken), ("failure: separate models", checks.fail_separate),
              ("failure: fresh folder", checks.fail_fresh_folder), ("failure: wrong --ntasks", checks.fail_ntasks),
              ("failure: no srun", checks.fail_no_srun),
              ("failure: resolver, CPU node", checks.fail_resolver_cpu_node),
-             ("failure: --gpus-per-task", checks.fail_gpus_per_task)]
+             ("failure: --gpus-per-task", checks.fail_gpus_per_task),
+             ("failure: JAX, 1 task per node", checks.fail_jax_one_task_per_node)]
     failed, quoted, t_all = [], [], time.time()
     for name, check in order:
         t0, messages = time.time(), []
