@@ -143,6 +143,10 @@ TAUGHT_CALLS = {
     "12": ["torch.distributed.run", "init_process_group(", "DistributedDataParallel(", "DistributedSampler(",
            ".set_epoch(", "torch.cuda.set_device(", "with keras.device(", "dist.all_reduce(", "kd.DataParallel(",
            "tf.distribute.MirroredStrategy(", "%%writefile", "srun torchrun"],
+    "13": ["keras.callbacks.OrbaxCheckpoint(", "max_to_keep=", ".load_weights(", "optimizer.build(", "kd.LayoutMap(",
+           "kd.ModelParallel(", "initial_epoch=", "os.replace(", "signal.SIGKILL", "addressable_shards",
+           "kd.initialize()", "auto_shard_dataset", "save_weights(", "model.save(", "enable_lora(",
+           "srun --kill-on-bad-exit=1", "%%writefile"],
 }
 
 
