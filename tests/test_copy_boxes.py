@@ -14,7 +14,7 @@ import sys
 import nblint
 import pytest
 
-LESSONS = [f"{n:02d}" for n in range(3, 13)]   # 12's box starts torchrun itself: `python box.py`
+LESSONS = [f"{n:02d}" for n in range(3, 14)]   # 12's box starts torchrun itself: `python box.py`
 #: helpers cannot be imported, whatever is installed: the box must stand on its own.
 _NO_HELPERS = ("import sys; sys.modules['helpers'] = None; __file__ = 'box.py'; "
                "exec(compile(open('box.py').read(), 'box.py', 'exec'))")
@@ -34,13 +34,16 @@ def test_copy_this_box_runs_without_helpers(number, tmp_path):
     assert proc.returncode == 0, f"{path.name}'s box failed:\n{proc.stdout[-1500:]}\n{proc.stderr[-3000:]}"
 
 
-@pytest.mark.parametrize("number", ["08", "10", "11"])
+@pytest.mark.parametrize("number", ["08", "10", "11", "13"])
 def test_jax_boxes_keep_tensorflow_off_the_gpus_and_use_a_power_of_two(number):
     """jax#39167: TensorFlow beside JAX on two GPUs breaks NCCL, so each JAX box hides the GPUs from it before JAX
-    starts; its devices follow the JAX rule (2+ GPUs: a power of two of them, else the CPU split in two)."""
+    starts (or, needing no TensorFlow, keeps it out: 13); its devices follow the JAX rule (2+ GPUs: a power of two
+    of them, else the CPU split in two)."""
     [path] = sorted(nblint.NOTEBOOKS.glob(f"{number}_*.ipynb"))
     [(_, markdown)] = nblint.copy_boxes(json.loads(path.read_text(encoding="utf-8")))
     code = nblint.box_code(markdown)
-    assert code.index('tf.config.set_visible_devices([], "GPU")') < code.index("import jax\n")
+    keep_off = [k for k in ('tf.config.set_visible_devices([], "GPU")', 'sys.modules.setdefault("tensorflow", None)')
+                if k in code]
+    assert keep_off and code.index(keep_off[0]) < code.index("import jax")
     assert "gpus[:2 ** (len(gpus).bit_length() - 1)] if len(gpus) >= 2 else jax.devices(\"cpu\")" in code
     assert 'print("devices:", devices)' in code and 'print(f"success' in code
