@@ -47,6 +47,7 @@ GIVEAWAYS = {
     "10.2": ["* 4", "4000", "warmup_steps=400", "1e-3"],
     "11.1": ["(None, 'batch', None)", "/kernel", "(key|value)"],
     "11.2": ["inside the scope", "/kernel", "(key|value)"],
+    "11.3": ["(\"batch\", \"model\", None)", "reverse_embeddings\"] = (\"batch\", \"model\")", "axis 1 of query"],
     "12.1": ["zero_grad", "/ world", "get_world_size", ".module", "loss_fn(y, ddp_model(x))"],
     "12.2": ["set_epoch", "get_rank() == 0", "rank == 0", "if rank"],
     "13.1": ["bit_length", "power of two", "[:2", "load_weights", "with fsdp"],
@@ -85,7 +86,7 @@ def test_registry_not_empty():
 
 
 #: Exercises whose checkers start processes (two workers, a JAX subprocess, the capstone's training runs).
-SLOW_KEYS = {"05.2", "07.1", "07.2", "08.1", "10.1", "11.1", "11.2", "12.1", "12.2", "13.1", "13.2"}
+SLOW_KEYS = {"05.2", "07.1", "07.2", "08.1", "10.1", "11.1", "11.2", "11.3", "12.1", "12.2", "13.1", "13.2"}
 
 
 @pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_KEYS else k for k in KEYS])
