@@ -200,11 +200,16 @@ class LocalCluster:
     Each worker is a :class:`helpers.subproc.Child` logging to ``log_dir/worker-<index>.log``; they share the CPU
     cores (TensorFlow's thread pools). Leaving the ``with`` block, even by an exception, kills what still runs.
     Once it ran, it is also the run's result: every worker's exit code and log, and ``seconds`` it took.
+    With ``keras_distribution=True`` each worker also gets the three variables ``keras.distribution.initialize()``
+    reads when called without arguments (lesson 13): every address, the process count and its own index.
     """
 
     def __init__(self, command: Union[str, Sequence[str]], n_workers: int = 2, *,
                  ports: Optional[Sequence[int]] = None, env: Optional[Mapping[str, str]] = None,
-                 log_dir: Union[str, Path, None] = None, gpus_per_worker: int = 0):
+                 log_dir: Union[str, Path, None] = None, gpus_per_worker: int = 0, keras_distribution: bool = False):
+        if not isinstance(keras_distribution, bool):
+            raise ValueError(f"keras_distribution must be True or False, got {keras_distribution!r}")
+        self.keras_distribution = keras_distribution
         self.command = check_command(command)
         self.spec = local_cluster_spec(n_workers, ports)
         self.n_workers = n_workers
@@ -231,12 +236,16 @@ class LocalCluster:
         return self
 
     def worker_env(self, i: int) -> dict[str, str]:
-        """Worker ``i``'s environment: :func:`helpers.subproc.child_env`, its ``TF_CONFIG``, CPU threads, GPUs (with
-        memory growth: the kernel shares them), then the cluster's ``env``."""
+        """Worker ``i``'s environment: :func:`helpers.subproc.child_env`, its ``TF_CONFIG`` (and, with
+        ``keras_distribution``, the ``KERAS_DISTRIBUTION_*`` variables), CPU threads, GPUs (with memory growth: the
+        kernel shares them), then the cluster's ``env``."""
         int_between("i", i, 0, self.n_workers - 1, what="a worker index")
         env = child_env()
         env["TF_NUM_INTRAOP_THREADS"] = env["TF_NUM_INTEROP_THREADS"] = str(self.cpu_threads)
         env.update(TF_CONFIG=tf_config(self.spec, "worker", i), CUDA_VISIBLE_DEVICES=self.cuda[i])
+        if self.keras_distribution:
+            env.update(KERAS_DISTRIBUTION_JOB_ADDRESSES=",".join(self.spec["worker"]),
+                       KERAS_DISTRIBUTION_NUM_PROCESSES=str(self.n_workers), KERAS_DISTRIBUTION_PROCESS_ID=str(i))
         if self.cuda[i] != "-1":
             env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
         env.update(self.extra_env)

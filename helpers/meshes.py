@@ -13,7 +13,8 @@ import importlib.util
 import os
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from pathlib import Path
+from typing import Optional, Union
 
 import numpy as np
 
@@ -91,6 +92,29 @@ def hide_gpus_from_tensorflow() -> bool:
         raise RuntimeError("TensorFlow already holds the GPUs in this process, beside JAX (jax#39167): restart "
                            "the kernel and run the Setup cells first.") from exc
     return True
+
+
+#: Google's PCI vendor id, and the PCI device ids of its TPU chips (v3, v4, v5p, v5e, v6e, TPU7x and one unnamed), as
+#: JAX reads them (jax/_src/hardware_utils.py): the same vendor id also marks Google's virtual NIC (gVNIC), so the
+#: device id must be a TPU's.
+GOOGLE_PCI_VENDOR = "0x1ae0"
+TPU_PCI_DEVICES = ("0x0027", "0x0056", "0x005e", "0x0062", "0x0063", "0x006f", "0x0076")
+
+
+def tpu_chips(pci_root: Union[str, Path] = "/sys/bus/pci/devices") -> int:
+    """How many TPU chips this machine has on its PCI bus (0 where there is none, or no ``/sys``: not Linux).
+
+    Why: a JAX lesson's kernel runs on the CPU or the GPUs (:func:`choose_jax_platform`), so a cell that runs its
+    job on a TPU (Kaggle's TPU v5e-8, Colab's TPU runtime) must find the TPU without asking JAX."""
+    found = 0
+    for vendor in Path(pci_root).glob("*/vendor"):
+        try:
+            if vendor.read_text().strip() != GOOGLE_PCI_VENDOR:
+                continue
+            found += (vendor.parent / "device").read_text().strip() in TPU_PCI_DEVICES
+        except OSError:  # a device that went away, or one we may not read
+            continue
+    return found
 
 
 _PLANS: list[JaxPlan] = []  # the plan this process chose before JAX started (it holds while JAX runs)

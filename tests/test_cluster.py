@@ -160,6 +160,18 @@ def test_cluster_refuses_bad_commands(tmp_path):
         LocalCluster(["-m"])
 
 
+def test_keras_distribution_variables_only_when_asked():
+    """keras.distribution.initialize() with no arguments reads these three (lesson 13's worker)."""
+    plain, keras_vars = LocalCluster(["-m", "json.tool"], 2), LocalCluster(["-m", "json.tool"], 2, keras_distribution=True)
+    assert not any(k.startswith("KERAS_DISTRIBUTION_") for k in plain.worker_env(1))
+    env = keras_vars.worker_env(1)
+    assert env["KERAS_DISTRIBUTION_JOB_ADDRESSES"] == ",".join(keras_vars.spec["worker"])
+    assert (env["KERAS_DISTRIBUTION_NUM_PROCESSES"], env["KERAS_DISTRIBUTION_PROCESS_ID"]) == ("2", "1")
+    assert json.loads(env["TF_CONFIG"])["task"]["index"] == 1
+    with pytest.raises(ValueError, match="True or False"):
+        LocalCluster(["-m", "json.tool"], 2, keras_distribution="yes")
+
+
 def test_gpu_assignment():
     assert cluster.gpu_assignment(2, 0, []) == ["-1", "-1"]
     assert cluster.gpu_assignment(2, 1, ["0", "1", "2"]) == ["0", "1"]

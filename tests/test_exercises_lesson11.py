@@ -1,5 +1,5 @@
-"""Exercises 11.1 (write a layout map) and 11.2 (fix a LoRA + ModelParallel setup): a right, a wrong and an
-unattempted answer each, checked as lesson 11's kernel checks them: on the devices, with Keras on JAX.
+"""Exercises 11.1 (write a layout map), 11.2 (fix a LoRA + ModelParallel setup) and 11.3 (a map for Mistral, which
+keras-hub ships none for): a right, a wrong and an unattempted answer each, checked as lesson 11's kernel checks them: on the devices, with Keras on JAX.
 
 This test process runs TensorFlow, so each device count (4, the lesson's default, and 2, Kaggle's T4 x2) gets
 one fresh JAX subprocess that builds the lesson's tiny Gemma under every answer and prints the verdicts.
@@ -45,8 +45,19 @@ def lora_outside(mesh):                  # 11.2, wrong: right keys, but enable_l
     lm.backbone.enable_lora(rank=4)
     return m, lm
 
+def gemma_style(mesh):                   # 11.3, wrong: Gemma's axes on Mistral, whose heads sit on axis 1
+    m = kd.LayoutMap(mesh)
+    m["token_embedding/embeddings"] = ("model", "batch")
+    m[".*self_attention/query/kernel"] = ("model", "batch", None)
+    m[".*self_attention/(key|value)/kernel"] = (None, "batch", None)
+    m[".*self_attention/attention_output/kernel"] = ("model", None, "batch")
+    m[".*feedforward_(intermediate|gate)_dense/kernel"] = ("batch", "model")
+    m[".*feedforward_output_dense/kernel"] = ("model", "batch")
+    return m
+
 out = {}
-for key, answers in (("11.1", {"right": exercises.get("11.1").solution(), "kv": kv_split, "greedy": greedy,
+for key, answers in (("11.3", {"right": exercises.get("11.3").solution(), "gemma": gemma_style, "todo": ...}),
+                     ("11.1", {"right": exercises.get("11.1").solution(), "kv": kv_split, "greedy": greedy,
                                 "todo": ...}),
                      ("11.2", {"right": exercises.get("11.2").solution(), "outside": lora_outside, "todo": ...})):
     for name, answer in answers.items():
@@ -67,7 +78,7 @@ def verdicts(request):
 @pytest.mark.slow
 def test_right_answers_pass_on_the_devices(verdicts):
     n, v = verdicts
-    for key in ("11.1", "11.2"):
+    for key in ("11.1", "11.2", "11.3"):
         ok, text = v[f"{key} right"]
         assert ok, text
         assert "(1, %d)" % n in text and (("(2, %d)" % (n // 2) in text) == (n >= 4))
@@ -81,11 +92,14 @@ def test_wrong_answers_say_why(verdicts):
     assert not ok and "reach" in text and "LoRA weights" in text and "lora_kernel" in text, text
     ok, text = v["11.2 outside"]
     assert not ok and "on 1 of" in text and "inside the distribution's scope" in text, text
+    ok, text = v["11.3 gemma"]
+    assert not ok and "self_attention/query/kernel" in text and "axis 1 (heads)" in text, text
+    assert "reverse_embeddings" in text or "and " in text, text
 
 
 def test_unattempted_costs_nothing(verdicts):
     _, v = verdicts
-    for key in ("11.1", "11.2"):
+    for key in ("11.1", "11.2", "11.3"):
         ok, text = v[f"{key} todo"]
         assert not ok and text.startswith(f"Exercise {key}: not attempted yet."), text
     assert exercises.verdict("11.1", ...)[0] is False    # here too: no build, no subprocess

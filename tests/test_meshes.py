@@ -239,3 +239,16 @@ def test_two_jax_processes_form_one_data_parallel_job(tmp_path):
         assert "auto_shard_dataset = False" in r["refused"]
     assert out[0]["loss"] == out[1]["loss"] and len(out[0]["loss"]) == 2   # one global loss, both processes
     assert not any(cluster.pid_alive(w.pid) for w in job.workers)
+
+
+def test_tpu_chips_counts_google_tpu_devices_only(tmp_path):
+    """Lessons 11 and 13 run their job on a TPU when this finds one: a TPU v5e chip counts, Google's virtual NIC
+    (the same vendor id) and an NVIDIA GPU do not; no PCI folder at all is 0."""
+    for name, vendor, device in (("0000:00:04.0", "0x1ae0", "0x0063"), ("0000:00:05.0", "0x1ae0", "0x0063"),
+                                 ("0000:00:06.0", "0x1ae0", "0x0042"), ("0000:00:07.0", "0x10de", "0x1eb8")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "vendor").write_text(vendor + "\n")
+        (tmp_path / name / "device").write_text(device + "\n")
+    assert meshes.tpu_chips(tmp_path) == 2
+    assert meshes.tpu_chips(tmp_path / "missing") == 0
+    assert meshes.tpu_chips() == 0    # the machines that test this course have no TPU

@@ -270,6 +270,17 @@ def test_same_result_right_and_wrong():
         check.same_result(ranks, ranks[:1], rank="rank", count=None)
 
 
+def test_same_shards_right_and_wrong():
+    held = {"mlp/d1/kernel": {"[(0, 32), (None, None)]": "aa"}}
+    ours = [{"process": 1, "held": held}, {"process": 0, "held": {"mlp/d1/kernel": {"[(32, 64), (None, None)]": "bb"}}}]
+    theirs = list(reversed(ours))
+    assert "2 processes, each wrote its own shards: 2 pieces" in check.same_shards(ours, theirs)
+    with pytest.raises(check.CheckFailed, match="expected one job of 2"):
+        check.same_shards(ours[:1], theirs)
+    with pytest.raises(check.CheckFailed, match="process 1 held other shards"):
+        check.same_shards(ours, [theirs[0], {"process": 1, "held": {"mlp/d1/kernel": {"x": "cc"}}}])
+
+
 def test_lines_matching():
     text = 'noise\nsrun: error: vm: task 1: Exited with exit code 1\n'
     assert check.lines_matching(text, r"task 1: Exited") == ["srun: error: vm: task 1: Exited with exit code 1"]
@@ -356,3 +367,5 @@ def test_the_job_scripts_take_the_routes_the_lessons_teach():
     assert "JAX_LOCAL_DEVICE_IDS=0,1,2,3" in LESSONS["08"]["jax_job.sbatch"]
     assert "kd.initialize()\n" in LESSONS["08"]["jax_worker.py"]          # no arguments under srun
     assert 'srun --cpus-per-task="$SLURM_CPUS_PER_TASK" torchrun' in LESSONS["12"]["torch_job.sbatch"]   # srun starts torchrun
+    assert "srun --kill-on-bad-exit=1 python ckpt_worker.py" in LESSONS["13"]["ckpt_job.sbatch"]
+    assert "\nkd.initialize()  " in LESSONS["13"]["ckpt_worker.py"]        # no arguments: Slurm's, or the launcher's

@@ -1,8 +1,9 @@
 """Exercises of 11_finetune_llm_across_devices, checked on the devices.
 
-The checker builds the lesson's tiny Gemma with LoRA under the answer's layout on a ``(1, N)`` mesh (and
-``(2, N // 2)`` where N >= 4) and reads every weight's sharding: in lesson 11's kernel (Keras on JAX), else in
-a fresh JAX process with N host devices (4 unless told), to which the answer travels as its source.
+The checker builds the lesson's tiny Gemma (11.1, 11.2), or a tiny Mistral (11.3: a family keras-hub ships no
+layout map for), with LoRA under the answer's layout on a ``(1, N)`` mesh (and ``(2, N // 2)`` where N >= 4) and
+reads every weight's sharding: in lesson 11's kernel (Keras on JAX), else in a fresh JAX process with N host
+devices (4 unless told), to which the answer travels as its source.
 """
 
 from __future__ import annotations
@@ -37,6 +38,31 @@ def tiny_gemma(vocabulary_size: int = VOCAB, seed: int = 11):
     return keras_hub.models.GemmaCausalLM(backbone=backbone, preprocessor=None)
 
 
+#: What a right layout gives transformer_layer_0 of tiny_mistral() (and its embeddings): the dimension split over
+#: "model" (None: never "model"). Mistral keeps the heads on axis 1 of query/key/value, axis 0 of the output.
+MISTRAL_MODEL_DIM = {"token_embedding/embeddings": 0, "token_embedding/reverse_embeddings": 1,
+                     "transformer_layer_0/self_attention/query/kernel": 1,
+                     "transformer_layer_0/self_attention/key/kernel": None,
+                     "transformer_layer_0/self_attention/value/kernel": None,
+                     "transformer_layer_0/self_attention/attention_output/kernel": 0,
+                     "transformer_layer_0/feedforward_intermediate_dense/kernel": 1,
+                     "transformer_layer_0/feedforward_gate_dense/kernel": 1,
+                     "transformer_layer_0/feedforward_output_dense/kernel": 0}
+WHAT = {0: "rows", 1: "columns"}
+
+
+def tiny_mistral(seed: int = 11):
+    """A 2-layer KerasHub Mistral (no ``get_layout_map``): 8 query heads and 2 key/value heads, width 64, a
+    vocabulary of 16 with separate input and output embeddings; exercise 11.3's model."""
+    import keras_hub
+
+    keras.utils.set_random_seed(seed)
+    backbone = keras_hub.models.MistralBackbone(vocabulary_size=VOCAB, num_layers=LAYERS, num_query_heads=HEADS,
+                                                num_key_value_heads=2, hidden_dim=HIDDEN, intermediate_dim=FFW,
+                                                sliding_window=8)
+    return keras_hub.models.MistralCausalLM(backbone=backbone, preprocessor=None)
+
+
 def lora_paths() -> list[str]:
     """Paths of the LoRA weights ``enable_lora`` adds to ``tiny_gemma()`` (query and value of each layer)."""
     return [f"decoder_block_{i}/attention/{name}/lora_kernel_{ab}"
@@ -50,7 +76,14 @@ def _facts_here(kind: str, fn, n: int) -> list[dict]:
         mesh = kd.DeviceMesh(shape, ("batch", "model"), kd.list_devices()[:n])
         facts = {"mesh": list(shape), "error": None}
         try:
-            if kind == "write":
+            if kind == "mistral":
+                layout_map = fn(mesh)
+                if not isinstance(layout_map, kd.LayoutMap):
+                    raise TypeError(f"layout_for_mistral(mesh) returned {type(layout_map).__name__}, not a LayoutMap")
+                with kd.ModelParallel(layout_map=layout_map, batch_dim_name="batch").scope():
+                    lm = tiny_mistral()
+                    lm.backbone.enable_lora(rank=RANK)
+            elif kind == "write":
                 layout_map = fn(mesh)
                 if not isinstance(layout_map, kd.LayoutMap):
                     raise TypeError(f"layout_for(mesh) returned {type(layout_map).__name__}, not a LayoutMap")
@@ -101,8 +134,8 @@ def facts(kind: str, fn, n: "int | None" = None) -> list[dict]:
         result = run_in_jax(f"""
             import json, keras, keras_hub, numpy as np
             from keras import distribution as kd
-            from helpers.exercises.lesson11 import _facts_here, tiny_gemma
-            namespace = dict(kd=kd, keras=keras, keras_hub=keras_hub, tiny_gemma=tiny_gemma, np=np)
+            from helpers.exercises.lesson11 import _facts_here, tiny_gemma, tiny_mistral
+            namespace = dict(kd=kd, keras=keras, keras_hub=keras_hub, tiny_gemma=tiny_gemma, tiny_mistral=tiny_mistral, np=np)
             exec({src!r}, namespace)
             fn = namespace[{fn.__name__!r}]
             print(json.dumps(_facts_here({kind!r}, fn, {n})))
@@ -159,9 +192,41 @@ def _judge(all_facts: list[dict], n: int) -> "tuple[bool, str]":
 
 # ---- 11.1: write a layout map -------------------------------------------------------------------
 
+def _judge_mistral(all_facts: list[dict], n: int) -> "tuple[bool, str]":
+    for f in all_facts:
+        where = f"on the {tuple(f['mesh'])} mesh"
+        if f["error"]:
+            why = (" (a dimension that does not divide over 'model': the 2 key/value heads on 4 devices? keep them "
+                   "whole)" if re.search(r"(divisible by|partitioned) \d", f["error"]) else "")
+            return False, f"building with LoRA {where} fails{why}: {f['error']}"
+        weights, wrong = f["weights"], []
+        lora = [p for p in weights if "lora_kernel" in p]
+        caught = [p for p in lora if any(re.search(k, p) or re.fullmatch(k, p) for k in f["keys"])]
+        if caught:
+            wrong.append(f"the key(s) reach {len(caught)} LoRA weights on some Keras version (e.g. {caught[0]})")
+        spread = [p for p in lora if any(weights[p][0]) or weights[p][2] != n]
+        if spread:
+            wrong.append(f"{spread[0]} is not whole on every device")
+        for path, dim in MISTRAL_MODEL_DIM.items():
+            spec = weights[path][0] + [None] * 3
+            shape = len(weights[path][1])
+            if dim is None and "model" in spec:
+                wrong.append(f"{path} has 2 heads: keep them whole on 'model', got {spec[:shape]}")
+            elif dim is not None and spec[dim] != "model":
+                what = "heads" if "attention" in path else ("vocabulary" if "embedding" in path else WHAT[dim])
+                wrong.append(f"{path} {tuple(weights[path][1])} per device should split axis {dim} ({what}) over "
+                             f"'model', got {spec[:shape]}")
+        if wrong:
+            return False, f"{where}: " + "; ".join(wrong[:3]) + (f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else "")
+    meshes = " and ".join(str(tuple(f["mesh"])) for f in all_facts)
+    return True, (f"built with LoRA on {meshes}: vocabulary, query and output heads and the MLP's inner width split "
+                  "over 'model', the 2 key/value heads and the adapters whole, and no key reaches a LoRA weight")
+
+
 def _check(kind, answer):
     n = devices_here()
-    return _judge(facts(kind, answer, n), n)
+    judge = _judge_mistral if kind == "mistral" else _judge
+    return judge(facts(kind, answer, n), n)
 
 
 def _solve_write():
@@ -214,3 +279,31 @@ register("11.2", title="fix a LoRA + ModelParallel setup", checker=functools.par
          hint="three things are wrong: what one rule does to a single head, what '.*kernel' can reach, and "
               "where the LoRA weights are created.",
          giveaways=["inside the scope", "/kernel", "(key|value)"], slow=True)
+
+
+# ---- 11.3: write the map for another architecture ------------------------------------------------
+
+
+def _solve_mistral():
+    def layout_for_mistral(mesh):
+        from keras import distribution as kd
+
+        layout_map = kd.LayoutMap(mesh)
+        layout_map["token_embedding/embeddings"] = ("model", "batch")                 # vocabulary rows
+        layout_map["token_embedding/reverse_embeddings"] = ("batch", "model")         # vocabulary columns
+        layout_map[".*self_attention/query/kernel"] = ("batch", "model", None)        # heads: axis 1 here
+        layout_map[".*self_attention/(key|value)/kernel"] = ("batch", None, None)     # 2 heads: whole
+        layout_map[".*self_attention/attention_output/kernel"] = ("model", None, "batch")
+        layout_map[".*feedforward_(intermediate|gate)_dense/kernel"] = ("batch", "model")
+        layout_map[".*feedforward_output_dense/kernel"] = ("model", "batch")
+        return layout_map
+    return layout_for_mistral
+
+
+register("11.3", title="a layout map for an architecture without one (Mistral)",
+         checker=functools.partial(_check, "mistral"), solution=_solve_mistral, expects="function", takes=1,
+         wants="a function layout_for_mistral(mesh) that returns a keras.distribution.LayoutMap",
+         hint="read each kernel's shape: which axis has 8 (heads), 16 (vocabulary) or 256 (the MLP's width)? That "
+              "axis goes on 'model'; 2 heads do not divide 4 devices.",
+         giveaways=["(\"batch\", \"model\", None)", "reverse_embeddings\"] = (\"batch\", \"model\")", "axis 1 of query"],
+         slow=True)

@@ -1,7 +1,7 @@
 """The Slurm checks of ``make slurm-check``: the lessons' own job scripts on the local one-node Slurm.
 
 Usage (inside ``tools/slurm/local_slurm.sh``, which exports ``SLURM_CONF``): ``python tools/slurm/check.py
-[--notebooks DIR]``. The job scripts are the files that lessons 07, 08 and 12 write with ``%%writefile`` (read from
+[--notebooks DIR]``. The job scripts are the files that lessons 07, 08, 12 and 13 write with ``%%writefile`` (read from
 the notebooks in ``DIR``, default ``notebooks/``, at check time): each lesson's files go into a folder of their own
 and are submitted from there, as a learner submits what a lesson wrote. There is no second copy of them.
 
@@ -25,6 +25,10 @@ Checks (each prints its seconds and a verdict; any failure makes the exit status
    worker does and reports the GPUs JAX would use (``jax_cuda_visible_devices``, which JAX's Slurm detection sets to
    ``SLURM_LOCALID``, applied to the ``CUDA_VISIBLE_DEVICES`` Slurm gave the task). The node's tasks must use every
    GPU it was given, each a different one. Nothing computes on the stand-in GPUs: what is checked is JAX's own choice.
+5b. **JAX checkpoint, lesson 13**: ``ckpt_job.sbatch``: ``srun`` starts ``ckpt_worker.py`` twice, and each task writes
+   its own shards of one checkpoint (an Orbax part per process, or Keras 3.13's file per process); both must have
+   held the very shards of the same worker started by hand with the ``KERAS_DISTRIBUTION_*`` variables (the
+   notebook's launcher), which the notebook restores on one process bit for bit.
 6. **PyTorch torchrun**: lesson 12's ``torch_job.sbatch``: ``srun`` starts ``torchrun`` (PyTorch's own Slurm example),
    which starts 2 DDP ranks of ``ddp_train.py``; the result must equal ``torchrun --standalone`` by hand. Skipped,
    saying so, where torch is not installed.
@@ -190,6 +194,21 @@ def gpus_used(reports: Sequence[Mapping], gpus_per_node: int) -> str:
     return (f"{len(reports)} task(s) on {len(by_node)} node(s) use all {gpus_per_node} GPUs of each, "
             f"one task per GPU" if len(reports) == gpus_per_node * len(by_node) else
             f"{len(reports)} task(s) use all {gpus_per_node} GPUs of each node")
+
+
+def same_shards(scheduled: Sequence[dict], by_hand: Sequence[dict], n: int = 2) -> str:
+    """Raise :class:`CheckFailed` unless the ``n`` reports of lesson 13's checkpoint job under Slurm name ``n``
+    processes that held the very shards of the run started by hand (``held``: path -> shard index -> sha256)."""
+    for name, reports in (("under Slurm", scheduled), ("by hand", by_hand)):
+        ranks = sorted(r["process"] for r in reports)
+        if ranks != list(range(n)):
+            raise CheckFailed(f"{name}: processes {ranks}, expected one job of {n}")
+    ours, theirs = (sorted(rs, key=lambda r: r["process"]) for rs in (scheduled, by_hand))
+    for mine, hand in zip(ours, theirs):
+        if mine["held"] != hand["held"]:
+            raise CheckFailed(f"process {mine['process']} held other shards under Slurm than by hand")
+    pieces = sum(len(v) for r in ours for v in r["held"].values())
+    return f"{n} processes, each wrote its own shards: {pieces} pieces, bit for bit those of the run by hand"
 
 
 def unproduced(index_text: str, printed: str, section: str = SECTION) -> list[error_index.Entry]:
@@ -359,7 +378,7 @@ class Checks:
 
     def __init__(self, slurm: Slurm, lessons: Mapping[str, Path]):
         self.s, self.w = slurm, slurm.work
-        self.tf, self.jax, self.pt = lessons["07"], lessons["08"], lessons["12"]
+        self.tf, self.jax, self.pt, self.ckpt = lessons["07"], lessons["08"], lessons["12"], lessons["13"]
         self.job = self.tf / "mwms_job.sbatch"
         self.gpus = int(os.environ.get("LOCAL_SLURM_GPUS", "0"))
 
@@ -450,6 +469,21 @@ class Checks:
     def jax_one_task_per_gpu(self):
         reports = self.jax_gpus("gpus")
         return gpus_used(reports, self.gpus) + f" (JAX: {[r['jax_visible'] for r in reports]})", []
+
+    def jax_checkpoint(self):
+        """Lesson 13's ckpt_job.sbatch: two srun tasks, each writing its own shards of one checkpoint; the same
+        worker started by hand with the KERAS_DISTRIBUTION_* variables (the notebook's launcher) holds the same."""
+        mine, hand = self.out("ckpt-slurm"), self.out("ckpt-by-hand")
+        self.s.completed(self.ckpt / "ckpt_job.sbatch", mine, env=self.jax_env())
+        spec = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
+        envs = [{**self.s.env, **self.jax_env(), "KERAS_BACKEND": "jax", "KERAS_DISTRIBUTION_JOB_ADDRESSES": ",".join(spec),
+                 "KERAS_DISTRIBUTION_NUM_PROCESSES": "2", "KERAS_DISTRIBUTION_PROCESS_ID": str(i)} for i in range(2)]
+        started_by_hand([self.s.env["PYTHON"], self.ckpt / "ckpt_worker.py", hand], envs, cwd=self.ckpt)
+        written = sorted(p.name for p in (mine / "ckpt").rglob("*") if re.fullmatch(r"ocdbt\.process_\d|process-\d\.npz", p.name))
+        if len(written) != 2:
+            raise CheckFailed(f"expected one checkpoint part per process in {mine / 'ckpt'}, found {written}")
+        verdict = same_shards(read_reports(mine, "process-*.json"), read_reports(hand, "process-*.json"))
+        return verdict + f"; {', '.join(written)}", []
 
     def torch_torchrun(self):
         if importlib.util.find_spec("torch") is None:
@@ -623,7 +657,7 @@ class Checks:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--notebooks", type=Path, default=ROOT / "notebooks", help="folder with lessons 07, 08 and 12")
+    p.add_argument("--notebooks", type=Path, default=ROOT / "notebooks", help="folder with lessons 07, 08, 12 and 13")
     args = p.parse_args(argv)
     if "SLURM_CONF" not in os.environ:
         print("slurm check: SLURM_CONF is not set: run tools/slurm/check.sh, which starts a local Slurm")
@@ -650,7 +684,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     order = [("TF together", checks.tf_together), ("TF resume", checks.tf_resume),
              ("TF GPU node", checks.tf_gpu_node), ("JAX srun", checks.jax_srun),
              ("JAX one task per GPU", checks.jax_one_task_per_gpu),
-             ("PyTorch torchrun", checks.torch_torchrun),
+             ("JAX checkpoint, lesson 13", checks.jax_checkpoint), ("PyTorch torchrun", checks.torch_torchrun),
              ("failure: peer never starts", checks.fail_peer_never_starts),
              ("failure: port taken", checks.fail_port_taken), ("failure: separate models", checks.fail_separate),
              ("failure: fresh folder", checks.fail_fresh_folder), ("failure: wrong --ntasks", checks.fail_ntasks),
