@@ -70,11 +70,14 @@ def test_visible_lines_have_a_course_and_a_lesson_budget(tmp_path):
     long_cell = "\n".join(f"x{i} = {i}" for i in range(learnerpath.LESSON_VISIBLE_LINES + 1))
     over = learnerpath.report([_lesson(tmp_path, [("code", long_cell)])])["over_budget"]
     assert over == [f"03: {learnerpath.LESSON_VISIBLE_LINES + 1} visible code lines (budget 200)"]
-    lines = [("code", "\n".join(f"y{i} = {i}" for i in range(150)))]
-    paths = [_lesson(tmp_path, lines, name=f"{n:02d}_l.ipynb") for n in range(13)]   # 00-11: 1,800; 12 apart
+    budget = learnerpath.VISIBLE_LINES
+    per, extra = divmod(budget, 12)                   # 00-11 together exactly at the budget; 12 apart
+    paths = [_lesson(tmp_path, [("code", "\n".join(f"y{i} = {i}" for i in range(per + (n < extra))))],
+                     name=f"{n:02d}_l.ipynb") for n in range(13)]
     assert learnerpath.report(paths)["over_budget"] == []
-    paths[11] = _lesson(tmp_path, lines + [("code", "z = 1")], name="11_l.ipynb")
-    assert learnerpath.report(paths)["over_budget"] == ["lessons 00-11: 1,801 visible code lines (budget 1,800)"]
+    paths[11] = _lesson(tmp_path, [("code", "\n".join(f"y{i} = {i}" for i in range(per + 1)))], name="11_l.ipynb")
+    assert learnerpath.report(paths)["over_budget"] == [f"lessons 00-11: {budget + 1:,d} visible code lines "
+                                                        f"(budget {budget:,d})"]
 
 
 def test_plumbing_launches_parses_or_only_checks():
