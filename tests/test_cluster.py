@@ -440,8 +440,6 @@ def test_ctrl_c_kills_workers(tmp_path):
 
 # ----------------------------------------------------------------------------- nothing left behind
 
-from test_subproc import leftovers  # noqa: E402,F401 - the fixture: this test's tag and temp directory
-
 
 def test_run_leaves_no_temporary_folder_and_keeps_the_logs_readable(leftovers, tmp_path, capsys):
     result = cluster.run(_script(tmp_path, "echo.py", ECHO), 2, timeout=60)

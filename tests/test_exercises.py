@@ -358,6 +358,17 @@ def test_every_check_has_a_time_limit_through_verdict(monkeypatch, replicas):
         assert "the check was in _endless" in text or "your code was running _endless" in text, text
 
 
+def test_the_limits_leave_room_for_the_launchers_own_timeouts():
+    """A check that starts processes says why they hung (its launcher's timeout) before verdict's limit stops it."""
+    from helpers.exercises import capstone, harness, lesson07, lesson12
+
+    assert exercises.get("05.2").time_limit > 2 * capstone.RUN_TIMEOUT
+    assert exercises.get("07.1").time_limit == exercises.get("07.2").time_limit > lesson07.TIMEOUT
+    assert exercises.get("12.1").time_limit == exercises.get("12.2").time_limit > lesson12.TIMEOUT + harness.TERM_GRACE_S
+    for key in ("08.1", "10.1", "11.1", "11.2"):
+        assert exercises.get(key).time_limit == exercises.JAX_TIME_LIMIT_S, key
+
+
 def test_an_endless_answer_is_stopped_and_its_line_named():
     def loops(n):
         while n > 0:                     # the answer's line

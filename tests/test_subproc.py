@@ -1,6 +1,5 @@
 """helpers.subproc: child processes (environment, start, stop, run), their errors, and load_script."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -129,39 +128,6 @@ def test_load_script_loads_afresh_and_refuses_what_is_not_a_python_file(tmp_path
 
 
 # ---- no process outlives its job; no temporary folder either ----------------------------------------------
-
-class Leftovers:
-    """What a failure left behind: processes carrying this test's tag (every descendant inherits it, even one in a
-    session of its own), and folders in this test's temp directory."""
-
-    def __init__(self, tag, temp):
-        self.tag, self.temp = tag, temp
-
-    def processes(self, within: float = 10.0) -> list:
-        deadline = time.time() + within          # a SIGKILL reaches a process that is not our child asynchronously
-        while (pids := subproc.tagged_pids(self.tag)) and time.time() < deadline:
-            time.sleep(0.05)
-        return pids
-
-    def folders(self) -> list:
-        return sorted(p.name for p in self.temp.iterdir())
-
-
-@pytest.fixture
-def leftovers(monkeypatch, tmp_path):
-    """Tag every process this test starts, and give it a temp directory of its own (tests import this fixture)."""
-    import secrets
-    import tempfile
-
-    tag = f"test-{secrets.token_hex(4)}"
-    monkeypatch.setenv(subproc.TAG_ENV, tag)
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    yield Leftovers(tag, temp)
-    for pid in subproc.tagged_pids(tag):       # never leave one to the next test, even when this one failed
-        os.kill(pid, signal.SIGKILL)
-
 
 #: Like torchrun: starts its "rank" in a session of its own (out of reach of a process-group kill); on SIGTERM it
 #: stops the rank and writes TERMINATED, unless told to ignore SIGTERM; argv: MODE (hang | crash | ignore-term).
