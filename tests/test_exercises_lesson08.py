@@ -84,6 +84,26 @@ def test_08_2_lookup_on_tensorflow(replicas):
         assert "correct" in text and "From Keras 3.14 keys must match the whole path" in text, text
 
 
+class _AnyAxis(str):
+    """An axis name that says it equals any other."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+def test_08_2_an_axis_that_equals_anything_fails(replicas):
+    def guide_layout(mesh):
+        layout_map = kd.LayoutMap(mesh)
+        layout_map[".*d1/kernel"] = (None, "model")
+        layout_map[".*d1/bias"] = ("model",)
+        layout_map[".*d2/kernel"] = (_AnyAxis("data"), None)       # passes Keras's own check of the axis names
+        return layout_map
+
+    _not_yet("08.2", guide_layout, "mlp/d2/kernel gets ('data', None), want ('model', None)")
+
+
 JAX_CHECK = """
 import json
 from keras import distribution as kd

@@ -16,7 +16,7 @@ import numpy as np
 from keras import distribution as kd
 
 from ..versions import at_least
-from . import JAX_TIME_LIMIT_S, describe, error_line, jax_devices_here, register, run_in_jax
+from . import JAX_TIME_LIMIT_S, as_str, describe, error_line, jax_devices_here, register, run_in_jax
 
 
 def _mlp():
@@ -158,6 +158,11 @@ def _layouts(layout_map):
                    "lesson 08 showed why")
 
 
+def _axis(name):
+    """A layout's axis as a plain value: None, a plain str, or the repr of anything else (never its own ``==``)."""
+    return None if name is None else as_str("an axis", name) if isinstance(name, str) else repr(name)
+
+
 def _check_guide_layout(answer):
     layout_map = answer(_mesh())
     if not isinstance(layout_map, kd.LayoutMap):
@@ -167,6 +172,7 @@ def _check_guide_layout(answer):
         got, how = _layouts(layout_map)
     except ValueError as exc:
         return False, f"Keras {keras.__version__} rejects this LayoutMap: {str(exc).splitlines()[0][:200]}"
+    got = {path: tuple(_axis(a) for a in axes) for path, axes in got.items()}
     wrong = [f"{p} gets {got[p]}, want {want}" for suffix, want in WANT_08_2.items()
              for p in got if p.endswith(suffix) and got[p] != want]
     if wrong:

@@ -18,7 +18,7 @@ from keras import distribution as kd
 
 from ..checks import is_int
 from ..memory_report import bytes_on_device, compiled_memory
-from . import JAX_TIME_LIMIT_S, describe, devices_here, error_line, jax_devices_here, register, run_in_jax
+from . import JAX_TIME_LIMIT_S, as_int, describe, devices_here, error_line, jax_devices_here, register, run_in_jax
 
 # ---- 10.1: fit a model into a per-device memory budget ------------------------------------------
 
@@ -209,6 +209,7 @@ def _check_schedule(answer):
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         return False, f"make_optimizer() must return a Keras optimizer, it returned {describe(optimizer)}"
     k = optimizer.gradient_accumulation_steps
+    k = as_int("gradient_accumulation_steps", k) if is_int(k) else k      # a plain int: no answer's own ==
     if k != MICRO_BATCHES:
         return False, f"gradient_accumulation_steps is {k!r}: keep {MICRO_BATCHES} micro-batches of 64 per update"
     updates = list(range(0, WARMUP_UPDATES + DECAY_UPDATES + 101, 5))
