@@ -155,6 +155,7 @@ def test_another_users_root_is_refused(temp_root, monkeypatch):
     with pytest.raises(notebook.ScratchFolderError, match=r"another user made it first.*Set MULTIGPU_SCRATCH") as info:
         notebook.scratch_dir("lesson99")
     assert words in str(info.value)
+    print(f"{type(info.value).__name__}: {info.value}")    # the message TROUBLESHOOTING.md indexes
     with pytest.raises(ValueError, match="another user made it first"):     # and Setup says so before TensorFlow starts
         notebook.config.validate_environment()
 
