@@ -5,7 +5,8 @@ would hang the kernel with no word of why. :func:`time_limit` raises :class:`Tim
 running code once its time is up, and the exception says which line of the learner's code was running.
 
 How: in the main thread (a notebook cell runs there) ``setitimer`` sends ``SIGALRM``, whose handler raises; it
-repeats every second, so a bare ``except:`` that swallows it once does not save the loop. Elsewhere (another
+repeats every second while the learner's code runs, so a bare ``except:`` that swallows it once does not save the
+loop (and never while the checker cleans up: a launcher's grace period is not cut short). Elsewhere (another
 thread, or no ``SIGALRM``: Windows) a watchdog thread raises it asynchronously in the limited thread
 (``PyThreadState_SetAsyncExc``, CPython); that form cannot end a blocking call (``time.sleep``, a lock) before it
 returns. Either way a call stuck inside native code (a TensorFlow kernel) ends only when it returns to Python.
@@ -135,16 +136,29 @@ def _quiet_thread_ends() -> None:
     threading.excepthook = hook
 
 
+def _learner_runs(frame: Optional[types.FrameType]) -> bool:
+    """True if the innermost frame that is not a library's is the learner's (not the checker cleaning up)."""
+    for f in _stack(frame):
+        name = f.f_code.co_filename
+        if is_own_code(name):
+            return True
+        if os.path.realpath(name).startswith(_HELPERS + os.sep):
+            return False
+    return False
+
+
 def _uses_alarm() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
 @contextlib.contextmanager
 def _alarm(seconds: float) -> Iterator[None]:
-    armed = True
+    armed, fired = True, False
 
     def handler(signum, frame):
-        if armed:
+        nonlocal fired
+        if armed and (not fired or _learner_runs(frame)):
+            fired = True
             raise TimeLimitExceeded(seconds)
 
     previous = signal.getsignal(signal.SIGALRM)
@@ -170,11 +184,12 @@ def _watchdog(seconds: float) -> Iterator[None]:
     ident, done, lock = threading.get_ident(), threading.Event(), threading.Lock()
 
     def watch():
-        wait = seconds
+        wait, fired = seconds, False
         while not done.wait(wait):
             with lock:
-                if not done.is_set():
+                if not done.is_set() and (not fired or _learner_runs(sys._current_frames().get(ident))):
                     _raise_in(ident, TimeLimitExceeded)
+                    fired = True
             wait = REPEAT_S
 
     threading.Thread(target=watch, name="time-limit", daemon=True).start()

@@ -275,3 +275,25 @@ print(oct(kept.stat().st_mode & 0o777), gone.exists())
         subproc.remove_temp_dir(tmp_path)
     with pytest.raises(ValueError, match="prefix"):
         subproc.temp_dir("../x")
+
+
+SLOW_TO_STOP = """
+import signal, sys, time
+def stop(signum, frame):
+    time.sleep(2.5)                 # stopping its ranks takes a while
+    open("TERMINATED", "w").close()
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_time_limit_gives_the_launcher_its_whole_grace(leftovers, tmp_path):
+    """The limit's exception repeats every second while the learner's code runs, never during the clean-up."""
+    from helpers.timelimit import TimeLimitExceeded, time_limit
+
+    with pytest.raises(TimeLimitExceeded), time_limit(1):
+        subproc.run([sys.executable, "-c", SLOW_TO_STOP], subproc.child_env(), timeout=60, cwd=tmp_path, grace=10)
+    assert (tmp_path / "TERMINATED").exists()
+    assert leftovers.processes() == []
