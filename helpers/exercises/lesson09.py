@@ -76,11 +76,12 @@ def _check_loss(answer):
                        "the replica's loss, one number")
     if not hasattr(probe, "dtype"):
         return False, f"replica_loss returned {describe(probe)}; it should return a TensorFlow scalar"
+    verdicts = []
     for rows in (ROWS_09_1, RANDOM.choice(MORE_ROWS_09_1)):   # the second: an answer must use global_batch_size
-        ok, message = _judge_loss(answer, rows)
-        if not ok:
-            return ok, message
-    return ok, message
+        verdicts.append(_judge_loss(answer, rows))
+        if not verdicts[-1][0]:
+            return verdicts[-1]
+    return True, verdicts[0][1] + "; on a second, larger batch too"
 
 
 def _judge_loss(answer, rows: int) -> "tuple[bool, str]":
@@ -172,8 +173,8 @@ def _check_metric(answer):
                            "instead of their sum (look at the variable's aggregation)")
         again = f" (on {ROWS_09_2} rows it said {ROWS_09_2}: does result() count?)" if rows != ROWS_09_2 else ""
         return False, f"the metric says {got:g} rows, but fit trained on {rows} rows{again}"
-    return True, (f"{ROWS_09_2} rows, then {rows}: each replica counted its own rows and reading the metric added "
-                  "the replicas' counts (aggregation='sum')")
+    return True, (f"{ROWS_09_2} rows, then another count of rows: each replica counted its own rows and reading the "
+                  "metric added the replicas' counts (aggregation='sum')")
 
 
 def _solve_metric():
