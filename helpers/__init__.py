@@ -4,8 +4,8 @@ Setup: config (quick/full), versions, quiet, course (the course map), devices (`
 devices), torch_backend (PyTorch, lesson 12), notebook (``setup_notebook``, ``scratch_dir``), errors
 (``expect_error``), checks, subproc, models. Lessons: plotting, placement (01); gpus (02); legacy,
 replica_checks (03); batchnorm, capsule (04); callbacks, resume (05); bench, precision, scaling, input_pipeline (06);
-cluster (07); memory_report, trace_split (10); exercises (self-checks and solutions). Maintainer tools live in
-tools/.
+cluster (07); memory_report, trace_split (10); exercises (self-checks and solutions), timelimit (every check's
+time limit). Maintainer tools live in tools/.
 
 The import rule (tests/test_import_rule.py): the setup chain and the launchers (cluster, resume) import
 a framework (TensorFlow, Keras, JAX, matplotlib, ...) only inside the function that uses it.

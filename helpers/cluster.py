@@ -12,7 +12,6 @@ import os
 import re
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
@@ -25,7 +24,9 @@ from .subproc import (
     child_env,
     final_exception,
     pid_alive,  # noqa: F401 - pid_alive: lesson 07
+    remove_temp_dir,
     strip_noise,
+    temp_dir,
 )
 
 HOST = "127.0.0.1"
@@ -197,8 +198,9 @@ def gpu_assignment(n_tasks: int, gpus_per_worker: int, gpu_ids: Sequence[str]) -
 class LocalCluster:
     """Worker processes on this machine, ``python <command>`` each with its ``TF_CONFIG``; a context manager.
 
-    Each worker is a :class:`helpers.subproc.Child` logging to ``log_dir/worker-<index>.log``; they share the CPU
-    cores (TensorFlow's thread pools). Leaving the ``with`` block, even by an exception, kills what still runs.
+    Each worker is a :class:`helpers.subproc.Child` logging to ``log_dir/worker-<index>.log`` (default: a temporary
+    folder, removed once the workers are stopped; their logs stay readable here); they share the CPU cores
+    (TensorFlow's thread pools). Leaving the ``with`` block, even by an exception, kills what still runs.
     Once it ran, it is also the run's result: every worker's exit code and log, and ``seconds`` it took.
     With ``keras_distribution=True`` each worker also gets the three variables ``keras.distribution.initialize()``
     reads when called without arguments (lesson 13): every address, the process count and its own index.
@@ -215,7 +217,8 @@ class LocalCluster:
         self.n_workers = n_workers
         self.cuda = gpu_assignment(n_workers, gpus_per_worker, visible_gpu_ids() if gpus_per_worker else [])
         self.extra_env = {str(k): str(v) for k, v in (env or {}).items()}
-        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="cluster-logs-"))
+        self._temp_logs = not log_dir
+        self.log_dir = Path(log_dir) if log_dir else temp_dir("cluster-logs-")
         self.cpu_threads = max(1, usable_cores() // n_workers)
         self.workers: list[Child] = []
         self._t0 = self.seconds = 0.0
@@ -223,10 +226,10 @@ class LocalCluster:
     def start(self) -> "LocalCluster":
         if self.workers:
             raise RuntimeError("this cluster was already started; create a new LocalCluster to run again")
-        check_ports_free(self.spec)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
         self._t0 = time.time()
         try:
+            check_ports_free(self.spec)
+            self.log_dir.mkdir(parents=True, exist_ok=True)
             for i in range(self.n_workers):
                 self.workers.append(Child([sys.executable, *self.command], self.log_dir / f"worker-{i}.log",
                                            self.worker_env(i), name=f"worker {i}"))
@@ -290,7 +293,7 @@ class LocalCluster:
         for w in self.workers:
             lines = [ln for ln in strip_noise(w.log).splitlines() if ln.strip()]
             cut = max(0, len(lines) - tail)
-            print(f"----- {w.describe()}  (log: {w.log_path})")
+            print(f"----- {w.describe()}" + (f"  (log: {w.log_path})" if w.log_path.exists() else ""))
             if cut:
                 print(f"  ... {cut} earlier line(s)")
             for ln in lines[cut:]:
@@ -307,9 +310,12 @@ class LocalCluster:
         return [c.pid for c in chosen if c.kill()]
 
     def stop(self) -> None:
-        """Kill everything still running (whole process groups) and reap it. Idempotent."""
+        """Kill everything still running (whole process groups, and what they started) and reap it; remove the
+        temporary log folder (the logs stay readable here). Idempotent."""
         for c in self.workers:
             c.stop()
+        if self._temp_logs:
+            remove_temp_dir(self.log_dir)
 
     def wait_for(self, pattern: str, timeout: float = 120, worker: int = 0) -> str:
         """Block until worker ``worker``'s whole log has a line matching ``pattern`` (regex); return that line.
@@ -349,8 +355,8 @@ class LocalCluster:
             if time.time() > deadline:
                 self.stop()
                 raise ClusterTimeoutError(
-                    f"workers still running after {timeout} s; all killed. Logs: {self.log_dir}\n"
-                    + self.failure_message())
+                    f"workers still running after {timeout} s; all killed."
+                    + ("" if self._temp_logs else f" Logs: {self.log_dir}") + "\n" + self.failure_message())
             time.sleep(0.05)
         self.stop()
         self.seconds = time.time() - self._t0

@@ -8,6 +8,9 @@ TensorFlow is imported, so a typo fails at once instead of after a ten-second im
 from __future__ import annotations
 
 import os
+import stat
+import tempfile
+from pathlib import Path
 from typing import Optional, TypeVar
 
 ENV_VAR = "MULTIGPU_MODE"
@@ -15,8 +18,10 @@ MODES = ("quick", "full")
 #: Per-logical-GPU memory cap in MiB when one GPU is split (helpers.devices).
 GPU_MEMORY_ENV = "MULTIGPU_GPU_MEMORY_MB"
 MIN_GPU_MEMORY_MB = 64
-#: Folder for the lessons' scratch files (helpers.notebook.scratch_dir).
+#: Folder for the lessons' scratch files (helpers.notebook.scratch_dir); default :func:`scratch_root`.
 SCRATCH_ENV = "MULTIGPU_SCRATCH"
+#: The default scratch root in the temp directory is this name, then the user's id: one root per user.
+SCRATCH_ROOT_NAME = "keras-multigpu-course"
 #: CPU devices of the JAX lessons (08, 10, 11) when fewer than 2 GPUs are visible (helpers.meshes).
 JAX_DEVICES_ENV = "MULTIGPU_JAX_DEVICES"
 T = TypeVar("T")
@@ -72,6 +77,50 @@ def jax_devices_requested() -> Optional[int]:
     return int(value)
 
 
+class ScratchFolderError(ValueError):
+    """The scratch folder is not a folder of this user's own: the lessons write scripts there and run them."""
+
+
+def scratch_root() -> Path:
+    """Where the lessons' scratch folders go: ``$MULTIGPU_SCRATCH``, else ``keras-multigpu-course-<uid>`` in the temp
+    directory. Why the uid: a login node or a classroom's JupyterHub shares the temp directory between users, and
+    one shared root, made by whoever came first, is another user's to write (or to plant a script in)."""
+    value = os.environ.get(SCRATCH_ENV, "").strip()
+    if value:
+        return Path(value).expanduser()
+    who = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    return Path(tempfile.gettempdir()) / f"{SCRATCH_ROOT_NAME}-{who}"
+
+
+def private_folder_problem(path: Path) -> Optional[str]:
+    """Why ``path`` is not a folder of this user's own, in one sentence that says what to do; None if it is one.
+
+    It must be a real folder (not a symbolic link: it could point anywhere), owned by this user, and writable by
+    no one else (another user could put a script there that a lesson then runs). Unix only; None elsewhere.
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return f"the scratch folder {path} does not exist"
+    fix = (f"Set {SCRATCH_ENV} to a folder of your own (e.g. {SCRATCH_ENV}=~/.cache/{SCRATCH_ROOT_NAME}), "
+           "or remove this one if it is yours")
+    if stat.S_ISLNK(info.st_mode):
+        return (f"the scratch folder {path} is a symbolic link (to {os.readlink(path)}): the lessons write and run "
+                f"scripts there, and a link can point anywhere. {fix}")
+    if not stat.S_ISDIR(info.st_mode):
+        return f"the scratch folder {path} is not a folder. {fix}"
+    if not hasattr(os, "getuid"):
+        return None
+    if info.st_uid != os.getuid():
+        return (f"the scratch folder {path} belongs to user id {info.st_uid}, not to you (user id {os.getuid()}): "
+                f"another user made it first, and the lessons would run the scripts they find there. {fix}")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return (f"the scratch folder {path} is writable by others (mode {stat.S_IMODE(info.st_mode):o}): anyone "
+                f"could put a script there that a lesson then runs. Run `chmod go-w {path}`, or {fix[0].lower()}"
+                f"{fix[1:]}")
+    return None
+
+
 def validate_environment() -> None:
     """Check every ``MULTIGPU_*`` setting (standard library only); ``ValueError`` with one clear line if one is bad."""
     mode()
@@ -80,3 +129,6 @@ def validate_environment() -> None:
     scratch = os.environ.get(SCRATCH_ENV)
     if scratch and os.path.exists(scratch) and not os.path.isdir(scratch):
         raise ValueError(f"{SCRATCH_ENV}={scratch!r} is a file; point it at a folder (or unset it).")
+    root = scratch_root()
+    if os.path.lexists(root) and (problem := private_folder_problem(root)):
+        raise ScratchFolderError(problem[0].upper() + problem[1:])

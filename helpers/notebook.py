@@ -6,15 +6,15 @@ Why: each notebook's setup is ``REPLICAS = helpers.setup_notebook(devices=2)``, 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Optional
 
 from . import config
 from .checks import nonneg_int
-from .config import SCRATCH_ENV
+from .config import SCRATCH_ENV, ScratchFolderError, private_folder_problem, scratch_root  # noqa: F401 (SCRATCH_ENV)
 from .devices import (
     DEFAULT_REPLICAS,
     check_device_count,
@@ -26,7 +26,7 @@ from .devices import (
 )
 from .meshes import choose_jax_platform
 from .quiet import install_native_filter
-from .subproc import at_exit
+from .subproc import at_exit, pid_alive
 from .torch_backend import setup as setup_torch
 from .versions import stack_line, versions  # noqa: F401  (lesson 00 calls helpers.notebook.versions)
 
@@ -137,6 +137,10 @@ def setup_notebook(devices: Optional[int] = None, backend: str = "tensorflow") -
 
 
 _SCRATCH_MADE: set = set()
+_SWEPT: set = set()                        # roots swept by this process (once each)
+#: A file in a scratch root that scratch_dir made: only there are the folders of ended processes swept.
+ROOT_MARK = ".made-by-keras-multigpu-course"
+_SCRATCH_NAME = re.compile(r"^[A-Za-z0-9_-]+-(\d+)$")
 
 
 def _remove_scratch() -> None:
@@ -144,16 +148,62 @@ def _remove_scratch() -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def own_scratch_root() -> Path:
+    """:func:`helpers.config.scratch_root`, made (mode 0700, with :data:`ROOT_MARK`) if missing, and checked: a real
+    folder of this user's own, writable by no one else; :class:`helpers.config.ScratchFolderError` otherwise."""
+    root = scratch_root()
+    made = False
+    if not os.path.lexists(root):
+        root.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(root, 0o700)
+            made = True
+        except FileExistsError:            # someone made it just now: checked below like any other
+            pass
+    problem = private_folder_problem(root)
+    if problem:
+        raise ScratchFolderError(problem[0].upper() + problem[1:])
+    if made:
+        (root / ROOT_MARK).write_text("made by helpers.notebook.scratch_dir: the <name>-<pid> folders of processes "
+                                      "that ended are removed from here\n")
+    return root
+
+
+def sweep_scratch(root: Path) -> list[Path]:
+    """Remove the ``<name>-<pid>`` folders in ``root`` whose process has ended (a killed kernel never removed its
+    own): only in a root :func:`own_scratch_root` made, only real folders of this user's, only for pids that are
+    not running. The folders removed."""
+    if not (root / ROOT_MARK).is_file():   # a folder the learner pointed MULTIGPU_SCRATCH at: theirs, not swept
+        return []
+    gone = []
+    for entry in os.scandir(root):
+        match = _SCRATCH_NAME.match(entry.name)
+        if not match or int(match.group(1)) == os.getpid() or not entry.is_dir(follow_symlinks=False):
+            continue
+        if hasattr(os, "getuid") and entry.stat(follow_symlinks=False).st_uid != os.getuid():
+            continue
+        if not pid_alive(int(match.group(1))):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            gone.append(Path(entry.path))
+    return gone
+
+
 def scratch_dir(name: str) -> Path:
-    """A fresh, empty folder ``<name>-<pid>`` under ``$MULTIGPU_SCRATCH`` or the temp dir, outside the repository:
-    per process (two kernels never share files), emptied on each call (Run All twice starts clean), removed at exit."""
+    """A fresh, empty folder ``<name>-<pid>`` under :func:`own_scratch_root`, outside the repository: per process
+    (two kernels never share files), emptied on each call (Run All twice starts clean), removed at exit. The first
+    call also sweeps the folders that ended kernels left (:func:`sweep_scratch`)."""
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"name must be letters, digits, '-' or '_', got {name!r}")
-    root = Path(os.environ.get(SCRATCH_ENV) or Path(tempfile.gettempdir()) / "keras-multigpu-course")
+    root = own_scratch_root()
+    if root not in _SWEPT:
+        _SWEPT.add(root)
+        sweep_scratch(root)
     path = root / f"{name}-{os.getpid()}"
-    if path.exists():
+    if path.is_symlink():
+        path.unlink()
+    elif path.exists():
         shutil.rmtree(path)
-    path.mkdir(parents=True)
+    path.mkdir(mode=0o700)
     if not _SCRATCH_MADE:
         at_exit(_remove_scratch)  # the course's one exit hook: after any child still using the folder is stopped
     _SCRATCH_MADE.add(path)

@@ -6,7 +6,11 @@ configuration run in a subprocess.
 """
 
 import os
+import secrets
+import signal
 import sys
+import tempfile
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -16,6 +20,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.pop("MULTIGPU_JAX_DEVICES", None)
 
 import pytest  # noqa: E402
+
+import helpers.subproc  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +54,35 @@ def fresh_jax_choice(monkeypatch):
     yield monkeypatch
     os.environ.clear()
     os.environ.update(saved)
+
+
+# ---- what a failure left behind (helpers.subproc tags every process the course starts) ----
+
+class Leftovers:
+    """What a failure left behind: processes carrying this test's tag (every descendant inherits it, even one in a
+    session of its own), and folders in this test's temp directory."""
+
+    def __init__(self, tag, temp):
+        self.tag, self.temp = tag, temp
+
+    def processes(self, within: float = 10.0) -> list:
+        deadline = time.time() + within          # a SIGKILL reaches a process that is not our child asynchronously
+        while (pids := helpers.subproc.tagged_pids(self.tag)) and time.time() < deadline:
+            time.sleep(0.05)
+        return pids
+
+    def folders(self) -> list:
+        return sorted(p.name for p in self.temp.iterdir())
+
+
+@pytest.fixture
+def leftovers(monkeypatch, tmp_path):
+    """Tag every process this test starts, and give it a temp directory of its own: what a failure left behind."""
+    tag = f"test-{secrets.token_hex(4)}"
+    monkeypatch.setenv(helpers.subproc.TAG_ENV, tag)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    yield Leftovers(tag, temp)
+    for pid in helpers.subproc.tagged_pids(tag):       # never leave one to the next test, even when this one failed
+        os.kill(pid, signal.SIGKILL)

@@ -184,6 +184,33 @@ def test_prepare_refuses_a_lesson_that_was_not_executed(tmp_path):
         book.prepare(tmp_path, tmp_path / "src", ["notebooks/01_data_vs_device_parallelism.ipynb"])
 
 
+def test_prepare_empties_only_a_folder_it_made_and_checks_its_inputs_first(tmp_path):
+    executed, chosen = tmp_path / "executed", ["notebooks/04_batchnorm_variable_error.ipynb"]
+    executed.mkdir()
+    (executed / Path(chosen[0]).name).write_text(json.dumps(_executed(chosen[0])))
+    mine = tmp_path / "mine"                                       # a folder of the user's, given as --out
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match=r"book.py prepare did not make it \(no \.made-by-book-prepare"):
+        book.prepare(executed, mine, chosen)
+    assert (mine / "notes.txt").read_text() == "keep me"
+    assert book.main(["prepare", "--executed", str(executed), "--out", str(mine), *chosen]) == 1
+    src = tmp_path / "src"
+    book.prepare(executed, src, chosen)                            # made here: marked, and emptied next time
+    (src / "stale.md").write_text("old page")
+    with pytest.raises(FileNotFoundError):                         # a missing input: nothing deleted yet
+        book.prepare(executed, src, chosen + ["notebooks/01_data_vs_device_parallelism.ipynb"])
+    assert (src / "stale.md").exists()
+    book.prepare(executed, src, chosen)
+    assert not (src / "stale.md").exists() and (src / book.MARK).is_file() and (src / "index.md").is_file()
+    empty = tmp_path / "empty"                                     # an empty folder: nothing to lose
+    empty.mkdir()
+    book.prepare(executed, empty, chosen)
+    (tmp_path / "link").symlink_to(src)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        book.prepare(executed, tmp_path / "link", chosen)
+
+
 def test_the_sites_requirements_stay_out_of_the_course_environment():
     site = {ln.split("==")[0] for ln in (ROOT / "requirements-book.txt").read_text().splitlines()
             if ln and not ln.startswith("#")}

@@ -448,3 +448,29 @@ def test_ctrl_c_kills_workers(tmp_path):
         proc.kill()
     assert proc.returncode != 0 and "KeyboardInterrupt" in err
     assert _all_gone([int(p) for p in pidfile.read_text().split()])
+
+
+# ----------------------------------------------------------------------------- nothing left behind
+
+
+def test_run_leaves_no_temporary_folder_and_keeps_the_logs_readable(leftovers, tmp_path, capsys):
+    result = cluster.run(_script(tmp_path, "echo.py", ECHO), 2, timeout=60)
+    assert result.ok and all("task worker" in w.log for w in result.workers)    # read after the folder went
+    assert not result.log_dir.exists() and "(log: " not in capsys.readouterr().out
+    with pytest.raises(WorkerFailedError):                                      # a failure
+        cluster.run(_script(tmp_path, "fail.py", FAIL_AND_HANG), 2, grace=0.5, timeout=60, echo=False)
+    with pytest.raises(ClusterTimeoutError) as info:                             # a timeout
+        cluster.run(_script(tmp_path, "s.py", SLEEPER), 2, timeout=1.0, echo=False)
+    assert "Logs:" not in str(info.value)
+    assert leftovers.folders() == [] and leftovers.processes() == []
+    kept = cluster.run(_script(tmp_path, "echo2.py", ECHO), 1, timeout=60, log_dir=tmp_path / "mine", echo=False)
+    assert (tmp_path / "mine" / "worker-0.log").exists() and kept.ok            # a folder of the caller's stays
+
+
+def test_a_busy_port_leaves_no_temporary_folder(leftovers, tmp_path):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        with pytest.raises(PortBusyError):
+            cluster.run(["-c", "pass"], 1, ports=[s.getsockname()[1]], timeout=10)
+    assert leftovers.folders() == []

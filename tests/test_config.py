@@ -112,6 +112,28 @@ def test_validate_rejects_a_file_as_scratch(clean_env, tmp_path):
     config.validate_environment()
 
 
+def test_the_scratch_root_is_the_users_own_or_the_setting(clean_env, tmp_path):
+    clean_env.setattr("tempfile.tempdir", str(tmp_path))
+    assert config.scratch_root() == tmp_path / f"keras-multigpu-course-{os.getuid()}"
+    clean_env.setenv(config.SCRATCH_ENV, str(tmp_path / "mine"))
+    assert config.scratch_root() == tmp_path / "mine"
+
+
+def test_validate_rejects_a_scratch_folder_that_is_not_the_users_own(clean_env, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    clean_env.setenv(config.SCRATCH_ENV, str(link))
+    with pytest.raises(config.ScratchFolderError, match=r"^The scratch folder .*link is a symbolic link \(to "):
+        config.validate_environment()
+    clean_env.setenv(config.SCRATCH_ENV, str(real))
+    config.validate_environment()
+    assert config.private_folder_problem(real) is None
+    real.chmod(0o770)
+    assert "writable by others (mode 770)" in config.private_folder_problem(real)
+
+
 _PROBE = """
 import json, sys
 from helpers import config

@@ -338,3 +338,93 @@ def test_jax_here_and_in_a_fresh_process():
     assert exercises.run_in_jax(code, 3) == {"devices": 3}
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         exercises.run_in_jax("1 / 0", 1)
+
+
+# ---- checks that end and cannot be fooled (time limit, plain values) ----------------------------------------
+
+def _endless(answer):
+    while True:                          # a checker stuck forever, as one running an endless answer would be
+        pass
+
+
+def test_every_check_has_a_time_limit_through_verdict(monkeypatch, replicas):
+    """Every exercise, the capstone (05.2) and the two-process ones (07, 12) included, is stopped by verdict's limit."""
+    import dataclasses
+
+    for key in KEYS:
+        ex = exercises.get(key)
+        assert ex.time_limit >= exercises.TIME_LIMIT_S, key
+        monkeypatch.setitem(exercises.REGISTRY, key, dataclasses.replace(ex, checker=_endless))
+        ok, text = exercises.verdict(key, ex.solution(), time_limit=0.2)
+        assert not ok and "no verdict within 0.2 s, the time limit of this check: " in text, (key, text)
+        assert "the check was in _endless" in text or "your code was running _endless" in text, text
+
+
+def test_the_limits_leave_room_for_the_launchers_own_timeouts():
+    """A check that starts processes says why they hung (its launcher's timeout) before verdict's limit stops it."""
+    from helpers.exercises import capstone, harness, lesson07, lesson12
+
+    assert exercises.get("05.2").time_limit > 2 * capstone.RUN_TIMEOUT
+    assert exercises.get("07.1").time_limit == exercises.get("07.2").time_limit > lesson07.TIMEOUT
+    assert exercises.get("12.1").time_limit == exercises.get("12.2").time_limit > lesson12.TIMEOUT + harness.TERM_GRACE_S
+    for key in ("08.1", "10.1", "11.1", "11.2"):
+        assert exercises.get(key).time_limit == exercises.JAX_TIME_LIMIT_S, key
+
+
+def test_an_endless_answer_is_stopped_and_its_line_named():
+    def loops(n):
+        while n > 0:                     # the answer's line
+            n += 1
+
+    exercises.register("99.6", title="t", checker=lambda answer: (answer(1) == 2, "done"), solution=lambda: loops,
+                       expects="function", hint="h", time_limit=0.5)
+    try:
+        ok, text = exercises.verdict("99.6", loops)
+        assert not ok and text.startswith("Exercise 99.6 - not yet: no verdict within 0.5 s, the time limit of "
+                                          "this check: your code was running loops, line "), text
+        assert "of test_exercises.py: `while n > 0:" in text and text.endswith("\n  Hint: h"), text
+    finally:
+        exercises.REGISTRY.pop("99.6")
+    with pytest.raises(ValueError, match="time_limit must be a number of seconds > 0"):
+        exercises.register("99.6", title="t", checker=lambda a: (True, ""), solution=lambda: 1, time_limit=0)
+    with pytest.raises(ValueError, match="time_limit"):
+        exercises.verdict("00.1", ..., time_limit=-1)
+
+
+def test_plain_values_are_compared_not_what_an_answer_says_about_itself():
+    class Yes(str):
+        def __eq__(self, other):
+            return True
+
+        def __ne__(self, other):
+            return False
+
+        __hash__ = str.__hash__
+
+    class Big(int):
+        def __eq__(self, other):
+            return True
+
+    assert exercises.as_str("x", Yes("1,2")) != "0,3" and type(exercises.as_str("x", Yes("a"))) is str
+    assert exercises.as_int("n", Big(3)) != 64 and exercises.as_int("n", np.int64(7)) == 7
+    assert exercises.as_float("lr", np.float32(0.5)) == 0.5 and exercises.as_float("lr", tf.constant(2.0)) == 2.0
+    for bad, convert in (("64", exercises.as_int), (64.0, exercises.as_int), (True, exercises.as_int),
+                         ("0.1", exercises.as_float), (None, exercises.as_float), (3, exercises.as_str)):
+        with pytest.raises(TypeError, match=repr(bad).replace("(", r"\(").replace(".", r"\.")):
+            convert("the value", bad)
+
+    class Lying(dict):
+        def get(self, key, default=None):
+            return "3,5"
+
+    assert exercises.as_str_dict("env", Lying(A="1")) == {"A": "1"}
+    with pytest.raises(TypeError, match=r"env\['A'\] must be a string, got 1 \(int\)"):
+        exercises.as_str_dict("env", {"A": 1})
+
+
+def test_take_reads_an_endless_dataset_one_element_past_what_it_wants():
+    endless = tf.data.Dataset.range(3).repeat()
+    assert [int(v) for v in exercises.take(endless, 4)] == [0, 1, 2, 0, 1]
+    assert len(exercises.take(tf.data.Dataset.range(3), 4)) == 3
+    with pytest.raises(TypeError, match="must be a tf.data.Dataset"):
+        exercises.take([1, 2], 1)

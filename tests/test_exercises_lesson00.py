@@ -123,11 +123,45 @@ def test_00_1_wrong_batch_or_rate(answer, words, replicas):
     _not_yet(answer, words, key="00.1")
 
 
-def test_00_1_reads_the_devices_too(replicas):
-    """An answer that counts the strategy's devices instead of num_replicas_in_sync is right as well."""
+def test_00_1_counting_this_workers_devices_is_wrong_on_two_workers(replicas):
+    """worker_devices lists one worker's devices: right under MirroredStrategy, wrong under MultiWorkerMirrored."""
     def batch_and_lr(strategy):
         n = len(strategy.extended.worker_devices)
         return 32 * n, 1e-3 * n ** 0.5
 
-    ok, text = exercises.verdict("00.1", batch_and_lr)
-    assert ok and "256 rows and 0.00283 on 8" in text, text
+    _not_yet(batch_and_lr, "with 2 workers of 4 devices each (8 replicas in sync) the global batch is 128, not 256: "
+             "worker_devices lists only this worker's devices", key="00.1")
+
+
+def test_00_1_an_endless_loop_is_stopped_and_named(replicas):
+    def batch_and_lr(strategy):
+        while True:
+            pass
+
+    ok, text = exercises.verdict("00.1", batch_and_lr, time_limit=1)
+    assert not ok and "no verdict within 1 s" in text and "your code was running batch_and_lr, line " in text, text
+    assert "`while True:`" in text, text
+
+
+@pytest.mark.parametrize("batch, words", [
+    ("64", "with 2 replicas the global batch is '64' (str), not 64: fit's batch_size takes a whole number"),
+    (64.0, "with 2 replicas the global batch is 64.0 (float), not 64"),
+])
+def test_00_1_a_batch_that_is_not_an_int_is_shown_as_it_is(batch, words, replicas):
+    """Not "the global batch is 64, not 64": the repr shows the type; a float batch_size breaks fit."""
+    _not_yet(lambda s: (batch if s.num_replicas_in_sync == 2 else 32 * s.num_replicas_in_sync,
+                        1e-3 * s.num_replicas_in_sync ** 0.5), words, key="00.1")
+
+
+def test_00_1_answers_learned_by_heart_or_lying_about_themselves_fail(replicas):
+    calls = iter([(64, 1e-3 * 2 ** 0.5), (32, 1e-3), (256, 1e-3 * 8 ** 0.5)] + [(256, 1e-3 * 8 ** 0.5)] * 2)
+    _not_yet(lambda s: next(calls), "replicas the global batch is 256, not", key="00.1")   # a 4th count, drawn anew
+
+    class Equal(int):                                      # == anything: the plain int is compared instead
+        def __eq__(self, other):
+            return True
+
+        def __ne__(self, other):
+            return False
+
+    _not_yet(lambda s: (Equal(1), 1e-3 * s.num_replicas_in_sync ** 0.5), "the global batch is 1, not 64", key="00.1")

@@ -117,3 +117,20 @@ def test_01_3_a_value_or_another_object_is_not_a_mesh():
                                                                              devices), "name the mesh's axes")
     mesh = exercises.get("01.3").solution()(2, 8, 16, [f"gpu:{i}" for i in range(8)])
     _not_yet("01.3", mesh, "you passed", "but this exercise wants a function choose_mesh", hint=False)
+
+
+def test_01_3_situations_learned_by_heart_fail_on_a_new_one(monkeypatch):
+    """Each check adds a situation drawn afresh; here one no table of the fixed six holds."""
+    from helpers.exercises import lesson01
+
+    monkeypatch.setattr(lesson01, "_random_situation", lambda: ((12, 4, 16, 4), (4, 1)))
+    known = dict(lesson01.SITUATIONS)
+
+    def choose_mesh(weights_gb, activations_gb, device_gb, devices):
+        shape = known.get((weights_gb, activations_gb, device_gb, len(devices)))
+        if shape is None:
+            raise ValueError("no mesh fits")
+        return keras.distribution.DeviceMesh(shape=shape, axis_names=("batch", "model"), devices=devices)
+
+    ok, text = exercises.verdict("01.3", choose_mesh)
+    assert not ok and "for 12 GB of weights, 4 GB of activations on 4 devices of 16 GB it raised ValueError" in text, text

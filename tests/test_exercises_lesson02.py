@@ -60,3 +60,37 @@ def test_02_2_half_fixes():
         e.strip() for e in s.split(",") if e.strip())), "CUDA_DEVICE_ORDER")
     _not_yet("02.2", lambda s: {"CUDA_VISIBLE_DEVICES": "3,5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
              "keep the rest of the environment")
+
+
+# ---- answers that lie about themselves or know the machines by heart -------------------------------------
+
+class _AlwaysEqual(str):
+    """A string that says it equals anything."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+def test_02_1_a_string_whose_eq_is_always_true_fails():
+    _not_yet("02.1", lambda text: {"CUDA_VISIBLE_DEVICES": _AlwaysEqual("0,1"),
+                                   "CUDA_DEVICE_ORDER": _AlwaysEqual("x")}, "CUDA_VISIBLE_DEVICES='0,1', but the two")
+
+
+def test_02_1_machines_learned_by_heart_fail_on_a_new_one():
+    from helpers.exercises import lesson02
+
+    known = {text: lesson02._solve_freest()(text) for text in lesson02._MACHINES}
+    _not_yet("02.1", lambda text: known.get(text), "freest_two returned None; return a dict")
+    rows = lesson02.parse_nvidia_smi_csv(lesson02.random_machine())
+    assert 2 <= len(rows) <= 8 and len({r.memory_free_mib for r in rows}) == len(rows)
+
+
+def test_02_2_selections_learned_by_heart_fail_on_a_new_one():
+    known = {"3,5": "3,5", " 3, 5": "3,5", "3,,5": "3,5", "5,3": "5,3", "2": "2"}
+    _not_yet("02.2", lambda s: dict(os.environ, CUDA_VISIBLE_DEVICES=known.get(s, "0"), CUDA_DEVICE_ORDER="PCI_BUS_ID"),
+             "the user asked for")

@@ -8,7 +8,7 @@ from test_exercises import not_yet as _not_yet  # the shared checks
 from test_exercises import notebook_snippet as _snippet
 
 
-def _pipeline(batch=64, drop=True, shuffle=True, flip=True, shift=True, prefetch=True, pairs=True):
+def _pipeline(batch=64, drop=True, shuffle=True, flip=True, shift=True, prefetch=True, pairs=True, repeat=False):
     """03.1's solution with one thing changed (each keyword undoes one requirement)."""
     def train_pipeline(x, y, strategy):
         steps = ([layers.RandomTranslation(0.1, 0.1)] if shift else []) + ([layers.RandomFlip("horizontal")] if flip
@@ -19,6 +19,7 @@ def _pipeline(batch=64, drop=True, shuffle=True, flip=True, shift=True, prefetch
             ds = tf.data.Dataset.zip(tf.data.Dataset.from_tensor_slices(x).shuffle(len(x)),
                                      tf.data.Dataset.from_tensor_slices(y))
         ds = (ds.shuffle(len(x)) if shuffle else ds).batch(batch, drop_remainder=drop)
+        ds = ds.repeat() if repeat else ds
         ds = ds.map(lambda images, labels: (augment(images, training=True), labels))
         return ds.prefetch(tf.data.AUTOTUNE) if prefetch else ds
 
@@ -33,6 +34,7 @@ def _pipeline(batch=64, drop=True, shuffle=True, flip=True, shift=True, prefetch
     ({"flip": False}, "0% of the images are flipped"),
     ({"shift": False}, "flipped but never shifted"),
     ({"prefetch": False}, "the pipeline's last step should prefetch"),
+    ({"repeat": True}, "gave more than 3 full steps of 64: the dataset goes on (a repeat()?)"),
 ])
 def test_03_1_each_requirement_has_its_message(changes, words, replicas):
     _not_yet("03.1", _pipeline(**changes), words)
@@ -59,3 +61,10 @@ def test_03_2_wrong_fixes(schedule, words, replicas):
 
 def test_03_2_a_schedule_that_fails(replicas):
     _not_yet("03.2", lambda epoch, lr: "fast", "fit with LearningRateScheduler(lr_schedule) raised")
+
+
+def test_03_2_the_rates_learned_by_heart_fail_from_another_first_rate(replicas):
+    """The bug the exercise teaches, ignoring lr: five hard-coded rates pass one fit, not a second from another rate."""
+    start = 1e-3 * 2 ** 0.5
+    rates = [start, start, start / 20, start / 40, start / 80]
+    _not_yet("03.2", lambda epoch, lr: rates[epoch], "from a first rate of", "not know the rates by heart")

@@ -76,3 +76,17 @@ def test_06_1_wrong_pipelines():
     _not_yet("06.1", lambda ds: ds.cache(), "end with the step that prepares batch k+1")
     _not_yet("06.1", lambda ds: ds.shuffle(10, seed=1).cache().prefetch(1), "the data changed")
     _not_yet("06.1", lambda ds: ds.cache() and None, "it returned None")
+
+
+def test_06_1_a_dataset_that_never_ends_is_read_no_further():
+    """cache().repeat() hung the kernel: the checker reads one batch past an epoch and says why."""
+    import tensorflow as tf
+
+    for answer in (lambda ds: ds.cache().repeat(), lambda ds: ds.cache().prefetch(tf.data.AUTOTUNE).repeat()):
+        _not_yet("06.1", answer, "gave more than 3 batches: the dataset never ends (a repeat()?)")
+
+
+def test_06_2_a_dataset_that_never_ends_is_read_no_further(replicas):
+    repeats = ("ds = (tf.data.Dataset.from_tensor_slices((x, y)).map(augment).cache()",
+               "ds = (tf.data.Dataset.from_tensor_slices((x, y)).repeat().cache().map(augment)")
+    _not_yet("06.2", _variant(POLICY_LEFT_SET, SCALED_TWICE, repeats), "one epoch must hold every sample once")

@@ -119,6 +119,42 @@ def test_07_2_on_two_workers(answer, ok, words):
     assert got is ok and words in text, text
 
 
+# ---- a worker that waits forever: the check ends, and nothing is left ------------------------------------
+
+def worker_one_waits(model, optimizer, x, y, global_batch_size):         # worker 0 waits for it in the all-reduce
+    import json
+    import os
+    import time
+
+    if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
+        time.sleep(3600)                        # while the step is traced: worker 0 runs on into the collective
+    with tf.GradientTape() as tape:
+        loss = keras.losses.MeanSquaredError()(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+
+@pytest.mark.slow  # reason: each case starts two TensorFlow workers (about 15 s here)
+@pytest.mark.parametrize("ending", ["the launcher's timeout", "the check's time limit"])
+def test_07_1_a_worker_that_waits_forever_leaves_no_process_and_no_folder(ending, leftovers, monkeypatch):
+    if ending == "the launcher's timeout":
+        monkeypatch.setattr(lesson07, "TIMEOUT", 25)
+        ok, text = _verdict("07.1", worker_one_waits)
+        assert not ok and "the two workers did not finish within 25 s" in text, text
+    else:
+        ok, text = exercises.verdict("07.1", worker_one_waits, time_limit=25)
+        assert not ok and "no verdict within 25 s" in text, text
+    assert leftovers.processes() == [] and leftovers.folders() == []
+
+
+def test_07_and_12_share_one_harness():
+    from helpers.exercises import harness, lesson12
+
+    assert lesson07.harness is lesson12.harness is harness
+    with pytest.raises(harness.AnswerSourceError, match="with `def` in a cell, not lambda"):
+        harness.answer_source(lambda: 0, "the workers")
+
+
 # ---- imports the answers above use (the checker copies their source, with these imports) -----------
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402

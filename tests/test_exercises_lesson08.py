@@ -52,14 +52,23 @@ def _guide_keys(devices):                 # 2023 guide keys: match nothing on Ke
     return kd.ModelParallel(layout_map=layout_map, batch_dim_name="model")
 
 
+def _four_only(devices):                  # the mesh of 4 devices written in: "any even number" fails on 2
+    mesh = kd.DeviceMesh((2, 2), ("data", "model"), devices)
+    layout_map = kd.LayoutMap(mesh)
+    layout_map[".*d1/kernel"] = (None, "model")
+    layout_map[".*d2/kernel"] = ("model", None)
+    return kd.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("answer, phrases", [
     (_dp, ["returned a DataParallel: only a ModelParallel lays weights out"]),
+    (_four_only, ["on 2 devices, building the lesson's mlp() under your distribution fails"]),
     (_one_row, ["on 4 devices", "the 'model' axis should have 2 devices", "is split over 'data', 64 rows a device, "
                 "want 32 over 'data'"]),
     (_guide_keys, ["each device holds d1/kernel as (64, 128)" if at_least("keras", "3.14") else "on 4 devices",
                    "is split over 'model', 32 rows a device", "which must be the 'data' axis"]),
-], ids=["DataParallel", "mesh (1, N)", "guide keys, batch over model"])
+], ids=["DataParallel", "4 devices only", "mesh (1, N)", "guide keys, batch over model"])
 def test_08_1_wrong_distributions_say_what_is_wrong(answer, phrases):
     """Built in a fresh JAX process with 4 devices (this test process runs Keras on TensorFlow)."""
     _not_yet("08.1", answer, *phrases)
@@ -73,6 +82,26 @@ def test_08_2_lookup_on_tensorflow(replicas):
         assert "not yet" in text and "'d1/kernel' matches nothing" in text, text
     else:
         assert "correct" in text and "From Keras 3.14 keys must match the whole path" in text, text
+
+
+class _AnyAxis(str):
+    """An axis name that says it equals any other."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+def test_08_2_an_axis_that_equals_anything_fails(replicas):
+    def guide_layout(mesh):
+        layout_map = kd.LayoutMap(mesh)
+        layout_map[".*d1/kernel"] = (None, "model")
+        layout_map[".*d1/bias"] = ("model",)
+        layout_map[".*d2/kernel"] = (_AnyAxis("data"), None)       # passes Keras's own check of the axis names
+        return layout_map
+
+    _not_yet("08.2", guide_layout, "mlp/d2/kernel gets ('data', None), want ('model', None)")
 
 
 JAX_CHECK = """

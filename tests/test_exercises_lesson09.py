@@ -125,3 +125,39 @@ def test_09_2_none_aggregation_and_wrong_kinds(replicas):
     assert not ok and "Give the class itself (answer = RowsSeen)" in text, text
     ok, text = _verdict("09.2", dict)
     assert not ok and "not a keras.metrics.Metric subclass" in text, text
+
+
+# ---- answers that ignore their input: the checkers vary it -----------------------------------------------
+
+def _five_written_in(labels, predictions, global_batch_size):     # right for the first batch of 5 rows only
+    import tensorflow as tf
+
+    return tf.reduce_sum(_per_example(labels, predictions)) / 5
+
+
+def test_09_1_a_batch_size_written_in_fails_on_the_second_batch(replicas):
+    ok, text = _verdict("09.1", _five_written_in)
+    assert not ok and "(on 5 rows it was right: is a batch size written in instead of global_batch_size?)" in text, text
+
+
+def _constant_metric():
+    import keras
+    import tensorflow as tf
+
+    class RowsSeen(keras.metrics.Metric):                          # says 12 whatever it saw
+        def __init__(self, name="rows_seen", **kwargs):
+            super().__init__(name=name, **kwargs)
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            pass
+
+        def result(self):
+            return tf.constant(12.0)
+
+    return RowsSeen
+
+
+def test_09_2_a_constant_result_fails_on_the_second_row_count(replicas):
+    ok, text = _verdict("09.2", _constant_metric())
+    assert not ok and "the metric says 12 rows, but fit trained on" in text, text
+    assert "(on 12 rows it said 12: does result() count?)" in text, text

@@ -63,6 +63,13 @@ def fsdp_partial_key(devices):            # 'kernel' matches no whole path: noth
     return kd.ModelParallel(layout_map=layout_map, batch_dim_name="batch"), 1
 
 
+def fsdp_four(devices):                   # right on 4 devices only: the device count written in
+    mesh = kd.DeviceMesh((4,), ("batch",), devices)
+    layout_map = kd.LayoutMap(mesh)
+    layout_map[".*kernel"] = ("batch", None)
+    return kd.ModelParallel(layout_map=layout_map, batch_dim_name="batch"), 1
+
+
 def no_tuple(devices):
     return kd.DataParallel(devices=devices)
 
@@ -91,7 +98,7 @@ def measured():
     """Every answer measured once per device count, in one JAX subprocess each (the checkers then hit the cache)."""
     out = {}
     for n in (4, 2):
-        answers = [fsdp_all, fsdp_partial_key] + [a for a, _ in WRONG[n]] + [a for a, _ in MALFORMED]
+        answers = [fsdp_all, fsdp_partial_key, fsdp_four] + [a for a, _ in WRONG[n]] + [a for a, _ in MALFORMED]
         out[n] = dict(zip(answers, lesson10.facts(answers, n)))
     return out
 
@@ -125,6 +132,12 @@ def test_10_1_right(measured, n_devices):
 def test_10_1_wrong_says_why(measured, n_devices, i):
     answer, words = WRONG[n_devices][i]
     not_yet("10.1", answer, words, "> budget")
+
+
+@pytest.mark.slow
+def test_10_1_a_plan_for_four_devices_only_fails_on_two(measured, monkeypatch):
+    monkeypatch.setattr(lesson10, "devices_here", lambda: 4)
+    not_yet("10.1", fsdp_four, "right on 4 devices, but on 2: your plan fails on 2 devices", "read len(devices)")
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ Every answer that reaches a checker starts a 2-process torchrun job with Keras o
 
 import importlib.util
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,43 @@ def test_12_2_unattempted_starts_nothing(monkeypatch):
     monkeypatch.setattr(lesson12.subproc, "run", lambda *a, **k: pytest.fail("a torchrun job was started"))
     ok, text = exercises.verdict("12.2", ...)
     assert not ok and text == f"Exercise 12.2: not attempted yet. Hint: {exercises.get('12.2').hint}"
+
+
+# ---- a rank that waits forever: the job ends, and nothing is left -----------------------------------------
+
+def rank_one_waits(ddp_model, optimizer, loss_fn, x, y):          # rank 0 waits for it in the all-reduce
+    import time
+
+    if torch.distributed.get_rank() == 1:
+        time.sleep(3600)
+    optimizer.zero_grad()
+    loss_fn(y, ddp_model(x)).backward()
+    optimizer.step()
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@pytest.mark.slow  # reason: each case starts a 2-rank torchrun job with Keras on PyTorch (about 20 s here)
+@pytest.mark.parametrize("ending", ["the job's timeout", "the check's time limit", "an interrupt"])
+def test_12_1_a_rank_that_waits_forever_leaves_no_process_and_no_folder(ending, leftovers, monkeypatch):
+    """Both ranks stayed alive (parent PID 1) until gloo's 30-minute timeout: now SIGTERM to torchrun, SIGKILL after
+    the grace, and every rank found by its tag."""
+    if ending == "the job's timeout":
+        monkeypatch.setattr(lesson12, "TIMEOUT", 25)
+        ok, text = _verdict("12.1", rank_one_waits)
+        assert not ok and "the two ranks did not finish within 25 s" in text, text
+    elif ending == "the check's time limit":
+        ok, text = exercises.verdict("12.1", rank_one_waits, time_limit=25)
+        assert not ok and "no verdict within 25 s" in text and "the check was in" in text, text
+    else:
+        previous = signal.signal(signal.SIGALRM, _interrupt)
+        signal.setitimer(signal.ITIMER_REAL, 25)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                exercises.verdict("12.1", rank_one_waits)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    assert leftovers.processes() == [] and leftovers.folders() == []

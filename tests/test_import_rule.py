@@ -37,7 +37,8 @@ FRAMEWORK_FREE = ("helpers", "helpers.checks", "helpers.config", "helpers.course
                   "helpers.devices", "helpers.errors", "helpers.gpus", "helpers.meshes", "helpers.models",
                   "helpers.notebook", "helpers.precision", "helpers.quiet", "helpers.subproc",
                   "helpers.versions", "helpers.cluster",
-                  "helpers.resume", "helpers.exercises", "helpers.torch_backend")
+                  "helpers.resume", "helpers.exercises", "helpers.torch_backend", "helpers.timelimit",
+                  "helpers.exercises.harness")
 #: Top-level packages imported only inside the functions that use them.
 FRAMEWORKS = frozenset({"tensorflow", "keras", "tf_keras", "jax", "jaxlib", "matplotlib", "sklearn",
                         "scipy", "torch", "keras_hub"})   # keras_hub imports keras and TensorFlow (lesson 11)

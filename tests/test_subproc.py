@@ -3,6 +3,7 @@
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -124,3 +125,175 @@ def test_load_script_loads_afresh_and_refuses_what_is_not_a_python_file(tmp_path
         subproc.load_script(tmp_path / "missing.py")
     with pytest.raises(ValueError, match="not a Python file"):
         subproc.load_script(tmp_path)
+
+
+# ---- no process outlives its job; no temporary folder either ----------------------------------------------
+
+#: Like torchrun: starts its "rank" in a session of its own (out of reach of a process-group kill); on SIGTERM it
+#: stops the rank and writes TERMINATED, unless told to ignore SIGTERM; argv: MODE (hang | crash | ignore-term).
+LAUNCHER = """
+import os, signal, subprocess, sys, time
+rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+print("rank", rank.pid, flush=True)
+def stop(signum, frame):
+    rank.terminate()
+    open("TERMINATED", "w").close()
+    sys.exit(143)
+signal.signal(signal.SIGTERM, signal.SIG_IGN if sys.argv[1] == "ignore-term" else stop)
+if sys.argv[1] == "crash":
+    raise SystemExit("launcher crashed, its rank left running")
+time.sleep(300)
+"""
+
+
+def _launcher(tmp_path, mode):
+    return [sys.executable, "-c", LAUNCHER, mode]
+
+
+def test_a_timeout_stops_the_launcher_and_its_rank_in_another_session(leftovers, tmp_path):
+    t0 = time.time()
+    with pytest.raises(subprocess.TimeoutExpired):
+        subproc.run(_launcher(tmp_path, "hang"), subproc.child_env(), timeout=1.5, cwd=tmp_path, grace=5)
+    assert (tmp_path / "TERMINATED").exists()          # SIGTERM first: the launcher stopped its rank itself
+    assert time.time() - t0 < 1.5 + 5                  # it went at once, without waiting out the grace
+    assert leftovers.processes() == [] and leftovers.folders() == []
+
+
+def test_a_launcher_that_ignores_sigterm_is_killed_after_the_grace(leftovers, tmp_path):
+    t0 = time.time()
+    with pytest.raises(subprocess.TimeoutExpired):
+        subproc.run(_launcher(tmp_path, "ignore-term"), subproc.child_env(), timeout=1, cwd=tmp_path, grace=1)
+    assert 2 <= time.time() - t0 < 10 and not (tmp_path / "TERMINATED").exists()
+    assert leftovers.processes() == []
+
+
+def test_an_interrupt_stops_the_child_and_goes_on(leftovers, tmp_path):
+    """Jupyter's Interrupt (KeyboardInterrupt in the main thread) during run_python and run."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        for start in (lambda: subproc.run_python("import time; time.sleep(300)", timeout=60, echo=False),
+                      lambda: subproc.run(_launcher(tmp_path, "hang"), subproc.child_env(), timeout=60, cwd=tmp_path)):
+            signal.setitimer(signal.ITIMER_REAL, 1.0)
+            with pytest.raises(KeyboardInterrupt):
+                start()
+            assert leftovers.processes() == []
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert leftovers.folders() == []
+
+
+def test_a_crashed_launchers_rank_is_stopped_too(leftovers, tmp_path):
+    result = subproc.run(_launcher(tmp_path, "crash"), subproc.child_env(), timeout=60, cwd=tmp_path)
+    assert result.returncode == 1 and "launcher crashed" in result.stderr
+    assert leftovers.processes() == []
+
+
+def test_a_child_stops_with_what_it_started_in_another_session(leftovers, tmp_path):
+    child = subproc.Child(_launcher(tmp_path, "ignore-term"), tmp_path / "c.log", subproc.child_env())
+    deadline = time.time() + 30
+    while "rank" not in child.log and time.time() < deadline:
+        time.sleep(0.05)
+    rank = int(child.log.split()[1])
+    assert subproc.pid_alive(rank) and rank in subproc.tagged_pids(child.tag)
+    assert child.stop() == -signal.SIGKILL and "rank" in child.log
+    assert leftovers.processes() == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_run_python_children_die_with_a_killed_kernel(leftovers, tmp_path):
+    """The kernel killed outright (no clean-up runs): its run_python child goes too."""
+    pidfile = tmp_path / "child.pid"
+    kernel = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        from helpers import subproc
+        subproc.run_python("import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(300)",
+                           timeout=300)
+        """)], env=subproc.child_env())
+    try:
+        deadline = time.time() + 60
+        while not (pidfile.exists() and pidfile.read_text()):
+            assert time.time() < deadline and kernel.poll() is None
+            time.sleep(0.05)
+        child = int(pidfile.read_text())
+        assert subproc.pid_alive(child)
+        kernel.kill()
+        kernel.wait()
+        assert leftovers.processes() == [] and not subproc.pid_alive(child)
+    finally:
+        kernel.kill()
+
+
+def test_no_fork_hook_runs_when_a_child_starts():
+    """JAX warns in an at-fork hook; the die-with-parent wrapper execs, so no hook of this process runs."""
+    code = """
+import os
+from helpers import subproc
+os.register_at_fork(before=lambda: print("FORK HOOK RAN", flush=True))
+subproc.run_python("print('child ran')", timeout=60)
+child = subproc.Child(["true"], os.devnull, subproc.child_env())
+print("child exit", child.wait(60))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=subproc.child_env())
+    assert r.returncode == 0, r.stderr
+    assert "child ran" in r.stdout and "child exit 0" in r.stdout and "FORK HOOK RAN" not in r.stdout
+
+
+def test_a_missing_program_fails_here_as_popen_would(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no-such-program-here"):
+        subproc.run(["no-such-program-here"], subproc.child_env(), timeout=10)
+    assert subproc.run(["true"], subproc.child_env(), timeout=10).ok          # found on PATH
+
+
+def test_tags_chain_and_are_found():
+    env = subproc.tagged_env({"A": "1", subproc.TAG_ENV: "outer"}, "inner")
+    assert env == {"A": "1", subproc.TAG_ENV: "outer,inner"}
+    with pytest.raises(ValueError, match="one non-empty tag"):
+        subproc.tagged_pids("a,b")
+    assert subproc.tagged_pids(subproc.new_tag()) == []
+    with pytest.raises(ValueError, match="grace"):
+        subproc.run(["true"], {}, timeout=1, grace=-1)
+
+
+def test_temp_dirs_are_private_and_removed_at_exit(tmp_path):
+    code = f"""
+import tempfile
+tempfile.tempdir = {str(tmp_path)!r}
+from helpers import subproc
+kept, gone = subproc.temp_dir("kept-"), subproc.temp_dir("gone-")
+(kept / "f").write_text("x")
+subproc.remove_temp_dir(gone)
+subproc.remove_temp_dir(gone)                      # idempotent
+print(oct(kept.stat().st_mode & 0o777), gone.exists())
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=subproc.child_env())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0o700", "False"] and list(tmp_path.iterdir()) == []   # the kept one went at exit
+    with pytest.raises(ValueError, match="not made by helpers.subproc.temp_dir"):
+        subproc.remove_temp_dir(tmp_path)
+    with pytest.raises(ValueError, match="prefix"):
+        subproc.temp_dir("../x")
+
+
+SLOW_TO_STOP = """
+import signal, sys, time
+def stop(signum, frame):
+    time.sleep(2.5)                 # stopping its ranks takes a while
+    open("TERMINATED", "w").close()
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_time_limit_gives_the_launcher_its_whole_grace(leftovers, tmp_path):
+    """The limit's exception repeats every second while the learner's code runs, never during the clean-up."""
+    from helpers.timelimit import TimeLimitExceeded, time_limit
+
+    with pytest.raises(TimeLimitExceeded), time_limit(1):
+        subproc.run([sys.executable, "-c", SLOW_TO_STOP], subproc.child_env(), timeout=60, cwd=tmp_path, grace=10)
+    assert (tmp_path / "TERMINATED").exists()
+    assert leftovers.processes() == []

@@ -270,23 +270,35 @@ def _rewrite_notebook(nb: dict, source: str, pages: dict[str, str], repo_url: st
     return nb
 
 
+#: The file ``prepare`` writes into every source tree it makes: it empties only a folder that holds this file.
+MARK = ".made-by-book-prepare"
+
+
+def check_out(out: Path) -> None:
+    """Refuse ``out`` unless :func:`prepare` may empty it: missing, an empty folder, or a folder holding :data:`MARK`
+    (one ``prepare`` made). Why: the source tree is emptied first, and ``--out`` is a path anyone can mistype."""
+    if out.is_symlink():
+        raise ValueError(f"--out {out} is a symbolic link: give the folder itself")
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder: not touching it")
+    if any(out.iterdir()) and not (out / MARK).is_file():
+        raise ValueError(f"--out {out} holds files, and book.py prepare did not make it (no {MARK} in it): it "
+                         "empties the folder first, so it refuses a folder of yours. Remove it yourself if it is an "
+                         "old source tree, or give another --out")
+
+
 def prepare(executed: Path, out: Path, lesson_paths: list[str], root: Path = ROOT) -> list[str]:
-    """Write the Sphinx source tree into ``out`` (emptied first); return the pages written."""
+    """Write the Sphinx source tree into ``out`` (emptied first: only a folder that ``prepare`` made, see
+    :func:`check_out`); return the pages written. Every input is read and checked before anything is deleted."""
     repo_url, branch = links.REPO_URL, links.BRANCH
     lesson_paths = lessons(lesson_paths, root)
     if not lesson_paths:
         raise ValueError("no lessons to build")
     pages = page_map(lesson_paths)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    written = []
-
-    def write(rel: str, text: str) -> None:
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / rel).write_text(text)
-        written.append(rel)
-
+    check_out(out)
+    texts: dict[str, str] = {}            # page -> its text: all of it made before out is touched
     titles = {}
     for path in lesson_paths:
         copy = executed / posixpath.basename(path)
@@ -298,15 +310,23 @@ def prepare(executed: Path, out: Path, lesson_paths: list[str], root: Path = ROO
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
         titles[path[: -len(".ipynb")]] = lesson_title(nb, path)
-        write(path, json.dumps(_rewrite_notebook(nb, path, pages, repo_url, branch), indent=1) + "\n")
+        texts[path] = json.dumps(_rewrite_notebook(nb, path, pages, repo_url, branch), indent=1) + "\n"
     readme = (root / "README.md").read_text()
-    write("index.md", rewrite_markdown(readme, "README.md", pages, repo_url, branch, root)
-          + toc_markdown(lesson_paths, titles))
+    texts["index.md"] = (rewrite_markdown(readme, "README.md", pages, repo_url, branch, root)
+                         + toc_markdown(lesson_paths, titles))
     quick = markdown_section(readme, QUICKSTART_HEADING).replace(QUICKSTART_HEADING, "# 2 GPUs in 5 minutes", 1)
-    write(pages[QUICKSTART], rewrite_markdown(quick, "README.md", pages, repo_url, branch, root, pages[QUICKSTART]))
+    texts[pages[QUICKSTART]] = rewrite_markdown(quick, "README.md", pages, repo_url, branch, root, pages[QUICKSTART])
     for rel in ("TROUBLESHOOTING.md", "docs/workshop.md"):
-        write(pages[rel], rewrite_markdown((root / rel).read_text(), rel, pages, repo_url, branch, root))
-    return written
+        texts[pages[rel]] = rewrite_markdown((root / rel).read_text(), rel, pages, repo_url, branch, root)
+    check_out(out)                        # still so after the reading
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / MARK).write_text("written by tools/book.py prepare, which empties this folder on its next run\n")
+    for rel, text in texts.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    return list(texts)
 
 
 def noise_lines(text: str) -> list[str]:
@@ -319,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare", help="write the Sphinx source tree from executed lessons")
     p.add_argument("--executed", type=Path, required=True, help="folder of the executed lessons")
-    p.add_argument("--out", type=Path, required=True, help="the source tree to write (emptied first)")
+    p.add_argument("--out", type=Path, required=True,
+                   help=f"the source tree to write (emptied first: only a folder it made, with {MARK} in it)")
     p.add_argument("notebooks", nargs="*", help="lessons to include (default: every notebooks/NN_*.ipynb)")
     args = parser.parse_args(argv)
     try:

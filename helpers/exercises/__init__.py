@@ -9,6 +9,12 @@ The framework checks the *kind* of answer (``expects``, see :data:`KINDS`; ``tak
 arguments) before ``checker(answer) -> (ok, message)`` runs, so a wrong kind gets one targeted sentence.
 ``solution()`` returns a working answer (the tests run every one). In a notebook: ``check("01.1", answer)``
 prints the verdict, ``show_solution("01.1")`` the solution; :func:`verdict` returns ``(ok, text)``.
+
+Every check has a time limit (``register(..., time_limit=...)``, :data:`TIME_LIMIT_S` unless told): an answer that
+never returns is stopped (:mod:`helpers.timelimit`) and the verdict says which line of it was running. Checkers
+treat the answer as untrusted: they read datasets with ``take(n + 1)``, turn returned values into plain ``int``,
+``float`` and ``str`` (:func:`as_int`, :func:`as_float`, :func:`as_str`) before comparing them, and vary their
+inputs between calls where a wrong answer could ignore them.
 """
 
 from __future__ import annotations
@@ -23,18 +29,28 @@ import inspect
 import json
 import numbers
 import pkgutil
+import random
 import re
 import sys
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
-from ..checks import is_int
+from ..checks import is_int, positive_number
 from ..devices import ensure_devices
 from ..replica_checks import check_distributed
 from ..subproc import run_python
+from ..timelimit import TimeLimitExceeded
+from ..timelimit import time_limit as time_limit_of
 
 Checker = Callable[[Any], "tuple[bool, str]"]
+#: Seconds a check may run unless its exercise says otherwise: the slowest in-kernel check takes about 15 s on a
+#: loaded 2-core machine (a cold TensorFlow trace included); the ones that start processes set their own.
+TIME_LIMIT_S = 120.0
+#: Seconds for a check that measures in a fresh JAX process (lessons 08, 10, 11): its start and compile included.
+JAX_TIME_LIMIT_S = 600.0
+#: The checkers' own random numbers (the inputs they vary between calls): never the learner's seeded stream.
+RANDOM = random.SystemRandom()
 
 
 def framework_class(dotted: str) -> type:
@@ -151,6 +167,7 @@ class Exercise:
     takes: Union[int, None] = None
     giveaways: tuple = ()
     slow: bool = False
+    time_limit: float = TIME_LIMIT_S
 
     def shape_problem(self, answer: Any) -> Union[str, None]:
         """A sentence if ``answer`` is the wrong kind of thing for this exercise, else None."""
@@ -194,13 +211,15 @@ REGISTRY: dict[str, Exercise] = {}
 
 def register(key: str, *, title: str, checker: Checker, solution: Callable[[], Any], hint: str = "",
              expects: Union[str, tuple, list] = (), wants: str = "",
-             takes: Union[int, None] = None, giveaways: Union[tuple, list] = (), slow: bool = False) -> Exercise:
+             takes: Union[int, None] = None, giveaways: Union[tuple, list] = (), slow: bool = False,
+             time_limit: float = TIME_LIMIT_S) -> Exercise:
     """Register exercise ``key`` (``"NN.M"``); ``expects``: kind(s) of answer (:data:`KINDS` or dotted class
     names), ``wants``: the answer in words for the learner (for a function, "a function " is written in front
     when it does not begin so: ``wants="train(strategy, x, y)"``), ``takes``: a function answer's positional
     arguments, ``giveaways``: words the hint must not contain (they would give the answer away; a test checks),
     ``slow``: its checker starts processes (workers, a JAX subprocess, training runs), so the tests mark it slow
-    (a test fails when a checker not marked slow takes as long)."""
+    (a test fails when a checker not marked slow takes as long), ``time_limit``: seconds the check may run (a
+    checker that starts processes needs more than their timeouts)."""
     if not re.fullmatch(r"\d\d\.\d+", key):
         raise ValueError(f"exercise key must look like '01.2', got {key!r}")
     if not callable(checker) or not callable(solution):
@@ -218,7 +237,8 @@ def register(key: str, *, title: str, checker: Checker, solution: Callable[[], A
         raise ValueError(f"slow must be True or False, got {slow!r}")
     if kinds[:1] == ("function",) and not wants.startswith("a function"):
         wants = f"a function {wants}".strip()      # the learner reads "this exercise wants a function ..."
-    ex = Exercise(key, title, checker, solution, hint, kinds, wants, takes, tuple(giveaways), slow)
+    time_limit = positive_number("time_limit", time_limit, unit="seconds")
+    ex = Exercise(key, title, checker, solution, hint, kinds, wants, takes, tuple(giveaways), slow, time_limit)
     REGISTRY[key] = ex
     return ex
 
@@ -243,19 +263,27 @@ def all_keys() -> list[str]:
     return sorted(REGISTRY)
 
 
-def verdict(key: str, answer: Any) -> "tuple[bool, str]":
+def verdict(key: str, answer: Any, *, time_limit: Union[float, None] = None) -> "tuple[bool, str]":
     """``(ok, text)`` for ``answer`` to exercise ``key``: exactly what :func:`check` prints.
 
-    Never raises: ``...`` is "not attempted" (with the hint), a wrong kind gets one sentence naming what was
-    passed and what is wanted, and a checker that fails on a strange answer reports the reason.
+    Never raises (but passes a ``KeyboardInterrupt`` on): ``...`` is "not attempted" (with the hint), a wrong kind
+    gets one sentence naming what was passed and what is wanted, a checker that fails on a strange answer reports
+    the reason, and one that runs past ``time_limit`` seconds (default: the exercise's) is stopped and says what
+    the answer was doing.
     """
     ex = get(key)
+    limit = ex.time_limit if time_limit is None else positive_number("time_limit", time_limit, unit="seconds")
     if answer is Ellipsis:
         hint = f" Hint: {ex.hint}" if ex.hint else ""
         return False, f"Exercise {key}: not attempted yet.{hint}"
     try:
-        problem = ex.shape_problem(answer)
-        ok, message = (False, problem) if problem is not None else ex.checker(answer)
+        with time_limit_of(limit):
+            problem = ex.shape_problem(answer)
+            ok, message = (False, problem) if problem is not None else ex.checker(answer)
+    except TimeLimitExceeded as exc:
+        problem, ok, message = None, False, (
+            f"no verdict within {limit:g} s, the time limit of this check: {exc.where}. Does a loop never end, "
+            "a dataset repeat forever, or a process wait for another?")
     except Exception as exc:  # a malformed answer is a wrong answer, with the reason
         problem, ok, message = None, False, f"could not check this answer ({type(exc).__name__}: {exc})"
     text = f"Exercise {key} - {'correct' if ok else 'not yet'}: {message}"
@@ -321,6 +349,50 @@ def show_solution(key: str) -> None:
 
 
 # ---- shared by the checkers -------------------------------------------------------------------
+
+def as_int(name: str, value: Any) -> int:
+    """``value`` as a plain ``int`` if it is a whole number (an int or a NumPy integer, not a bool or a float);
+    ``TypeError`` naming ``name`` and showing ``repr(value)`` otherwise. Why: an int subclass (or any object) may
+    answer ``==`` with anything; the plain int compares honestly, and "64" (a str) never passes for 64."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int.__int__(value) if isinstance(value, int) else int(value)
+    raise TypeError(f"{name} must be a whole number (an int), got {value!r} ({type(value).__name__})")
+
+
+def as_float(name: str, value: Any) -> float:
+    """``value`` as a plain ``float`` if it is a real number (not a bool, not a str); ``TypeError`` otherwise."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float.__float__(value) if isinstance(value, float) else float(value)
+    if hasattr(value, "dtype") and getattr(value, "shape", None) == () and not isinstance(value, (str, bytes)):
+        return float(value)                                  # a 0-d array or tensor
+    raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+
+
+def as_str(name: str, value: Any) -> str:
+    """``value`` as a plain ``str`` if it is a string (a str subclass's own ``__eq__``/``__str__`` dropped);
+    ``TypeError`` naming ``name`` and showing ``repr(value)`` otherwise."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    raise TypeError(f"{name} must be a string, got {value!r} ({type(value).__name__})")
+
+
+def as_str_dict(name: str, value: Any) -> "dict[str, str]":
+    """A dict answer as a plain ``{str: str}`` dict, its stored items read past any ``get``/``__getitem__`` the
+    answer overrides; ``TypeError`` if it is not a dict or holds other than strings."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} must be a dict, got {describe(value)}")
+    return {as_str(f"a key of {name}", k): as_str(f"{name}[{k!r}]", v) for k, v in dict.items(value)}
+
+
+def take(dataset: Any, n: int, what: str = "the dataset") -> list:
+    """The first ``n + 1`` elements of a ``tf.data.Dataset`` at most, as a list: a dataset that never ends (a
+    ``repeat()``) is read no further, and the extra element shows it is longer than ``n``."""
+    import tensorflow as tf
+
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(f"{what} must be a tf.data.Dataset, got {describe(dataset)}")
+    return list(dataset.take(n + 1))
+
 
 _STRATEGIES: dict = {}
 
@@ -391,7 +463,7 @@ def run_in_jax(code: str, devices: int) -> Any:
     """Run ``code`` in a fresh Keras-on-JAX process with ``devices`` host devices; its last line, JSON-decoded."""
     run = run_python(code, env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
                                 "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"},
-                     timeout=600, echo=False)
+                     timeout=JAX_TIME_LIMIT_S, echo=False)
     if not run.ok:
         raise RuntimeError(f"checking in a JAX subprocess failed: {run.last_error_line() or run.stderr[-300:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])

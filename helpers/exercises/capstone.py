@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 
 from ..resume import TrainingRun
-from ..subproc import error_summary
+from ..subproc import error_summary, temp_dir
 from . import register
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "capstone_scripts"
@@ -256,13 +256,14 @@ def _check(answer):
 
 
 def _solve():
-    return starter(tempfile.mkdtemp(prefix="capstone-solution-"), SOLUTION)
+    return starter(temp_dir("capstone-solution-"), SOLUTION)   # removed at exit
 
 
 _solve.script = SOLUTION      # show_solution prints this file, the helper-free ported script
 
 register("05.2", title="capstone: port a 2018 multi-GPU script to Keras 3", checker=_check, solution=_solve,
          expects=("str", "pathlib.PurePath"), wants="the path of your ported script (a str or Path)",
+         time_limit=2 * RUN_TIMEOUT + 120,            # two training runs, each ended by its own timeout first
          hint="port each Keras 2 line to today's form, keep the batch each replica saw, and ask what a restarted "
               "process finds on disk, and what it forgets.",
          giveaways=["BackupAndRestore", "val_accuracy", "0.02", "64", "num_replicas_in_sync", "MirroredStrategy",

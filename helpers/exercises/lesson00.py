@@ -9,32 +9,56 @@ from typing import Any
 import keras
 import numpy as np
 
-from . import describe, error_line, model_problem, practice_strategy, quiet_tf, register
+from . import RANDOM, as_float, as_int, describe, error_line, model_problem, practice_strategy, quiet_tf, register
 
 # ---- 00.1: scale the batch and the learning rate --------------------------------------------------------------
 
 
+#: Replica counts 00.1 is always called with, in this order (2: the checkers' real MirroredStrategy, the others
+#: stand-ins); then one drawn from 3-64 each check, so that an answer cannot learn the calls by heart.
+REPLICAS_00_1 = (2, 1, 8)
+
+
+def _stand_in(replicas: int, local: "int | None" = None) -> SimpleNamespace:
+    """A strategy with ``replicas`` in sync, of which ``local`` (default all) on this worker: MultiWorkerMirrored
+    lists only this worker's devices in ``extended.worker_devices``."""
+    devices = tuple(f"/gpu:{i}" for i in range(replicas if local is None else local))
+    return SimpleNamespace(num_replicas_in_sync=replicas, extended=SimpleNamespace(worker_devices=devices))
+
+
 def _check_batch_and_lr(answer):
-    """Call ``answer`` with 1, 2 and 8 replicas (stand-ins with ``num_replicas_in_sync``; 2: the practice strategy)."""
-    for n in (2, 1, 8):
-        strategy = practice_strategy() if n == 2 else SimpleNamespace(
-            num_replicas_in_sync=n, extended=SimpleNamespace(worker_devices=tuple(f"/gpu:{i}" for i in range(n))))
+    """Call ``answer`` with 2, 1, 8 and a random count of replicas, then with 2 workers of 4 devices each (8 replicas,
+    4 of them local); compare plain numbers."""
+    counts = [*REPLICAS_00_1, RANDOM.choice([n for n in range(3, 65) if n != 8])]
+    cases = [(n, practice_strategy() if n == 2 else _stand_in(n), f"with {n} replicas") for n in counts]
+    cases.append((8, _stand_in(8, local=4), "with 2 workers of 4 devices each (8 replicas in sync)"))
+    for n, strategy, case in cases:
         got = answer(strategy)
         if not (isinstance(got, (tuple, list)) and len(got) == 2):
             return False, f"batch_and_lr returned {describe(got)}: return two numbers, (global_batch, learning_rate)"
-        batch, lr = got
+        try:
+            batch = as_int("the global batch", got[0])
+        except TypeError:
+            return False, (f"{case} the global batch is {got[0]!r} ({type(got[0]).__name__}), not {32 * n}: fit's "
+                           "batch_size takes a whole number, an int (use // or int(), not /)")
+        try:
+            lr = as_float("the learning rate", got[1])
+        except TypeError:
+            return False, f"{case} the learning rate is {got[1]!r} ({type(got[1]).__name__}): return a number"
         if batch != 32 * n:
             why = ("32 is one replica's rows; fit's batch is the global one" if batch == 32 else
+                   "worker_devices lists only this worker's devices: num_replicas_in_sync counts every replica"
+                   if "workers" in case and batch == 32 * 4 else
                    "is the replica count written in? Read it from the strategy" if batch == 64 else "")
-            return False, f"with {n} replicas the global batch is {batch}, not {32 * n}" + (f": {why}" if why else "")
+            return False, f"{case} the global batch is {batch}, not {32 * n}" + (f": {why}" if why else "")
         if not math.isclose(lr, 1e-3 * math.sqrt(n), rel_tol=1e-6):
             why = ("Adam's rate grows like the square root of the batch; times N is SGD's linear rule"
                    if math.isclose(lr, 1e-3 * n) else "the rate must grow with the global batch"
                    if math.isclose(lr, 1e-3) else "is the replica count written in? Read it from the strategy"
                    if math.isclose(lr, 1e-3 * math.sqrt(2)) else "expected 1e-3 x sqrt(replicas)")
-            return False, f"with {n} replicas the learning rate is {lr:g}, not {1e-3 * math.sqrt(n):.6g}: {why}"
+            return False, f"{case} the learning rate is {lr:g}, not {1e-3 * math.sqrt(n):.6g}: {why}"
     return True, ("32 rows on each replica and Adam's rate times sqrt(N): 64 rows and 0.00141 on 2 replicas, "
-                  "256 rows and 0.00283 on 8")
+                  "256 rows and 0.00283 on 8, also when 8 replicas span two workers")
 
 
 def _solve_batch_and_lr():

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from ..devices import ensure_devices
 from ..placement import short_device
-from . import describe, error_line, practice_strategy, quiet_tf, register
+from . import RANDOM, as_float, as_int, as_str, describe, error_line, practice_strategy, quiet_tf, register
 
 # ---- 01.1: one data-parallel step by hand, against one device's step on the whole batch ----------------
 
@@ -46,7 +46,7 @@ def _check_replica_step(answer):
     if hasattr(loss, "values") or not (isinstance(loss, (float, np.floating)) or hasattr(loss, "numpy")):
         return False, (f"train_step returned {describe(loss)}; return the whole batch's loss as one number "
                        "(strategy.reduce adds up the replicas' parts)")
-    if not math.isclose(float(loss), float(np.mean(err ** 2)), rel_tol=1e-4):
+    if not math.isclose(as_float("the loss", loss), float(np.mean(err ** 2)), rel_tol=1e-4):
         return False, (f"the update is right, but the loss {float(loss):.5f} is not the whole batch's mean squared "
                        f"error {np.mean(err ** 2):.5f}: add up the replicas' losses, each divided by the global batch")
     return True, (f"{n} replicas, each on its {len(x) // n} rows with its loss divided by the global batch of {len(x)}: "
@@ -147,8 +147,20 @@ def _per_device(weights, activations, shape):
     return weights / shape[1] + activations / shape[0]
 
 
+def _least_split(weights, activations, device_gb, n):
+    """The mesh shape that splits the weights the fewest ways and fits, or None: the reference answer."""
+    return next(((n // m, m) for m in range(1, n + 1)
+                 if n % m == 0 and _per_device(weights, activations, (n // m, m)) <= device_gb), None)
+
+
+def _random_situation():
+    """One more situation, drawn afresh for each check: an answer cannot know them all by heart."""
+    weights, activations, n = RANDOM.randint(1, 90), RANDOM.randint(1, 60), RANDOM.choice((2, 4, 6, 8))
+    return (weights, activations, 16, n), _least_split(weights, activations, 16, n)
+
+
 def _check_mesh(answer):
-    for (weights, activations, device_gb, n), want in SITUATIONS:
+    for (weights, activations, device_gb, n), want in [*SITUATIONS, _random_situation()]:
         devices = [f"gpu:{i}" for i in range(n)]
         case = f"{weights} GB of weights, {activations} GB of activations on {n} devices of {device_gb} GB"
         try:
@@ -164,10 +176,11 @@ def _check_mesh(answer):
         if not isinstance(mesh, keras.distribution.DeviceMesh):
             return False, (f"for {case} it returned {describe(mesh)}; return keras.distribution.DeviceMesh(shape="
                            "(d, m), axis_names=('batch', 'model'), devices=devices)")
-        shape = tuple(int(s) for s in mesh.shape)
-        if tuple(mesh.axis_names) != ("batch", "model"):
-            return False, f"name the mesh's axes ('batch', 'model'), in that order, not {tuple(mesh.axis_names)}"
-        if [str(d) for d in np.asarray(mesh.devices).ravel()] != devices:
+        shape = tuple(as_int("a mesh dimension", s) for s in mesh.shape)
+        names = tuple(as_str("an axis name", a) if isinstance(a, str) else repr(a) for a in mesh.axis_names)
+        if names != ("batch", "model"):
+            return False, f"name the mesh's axes ('batch', 'model'), in that order, not {names}"
+        if [as_str("a device", str(d)) for d in np.asarray(mesh.devices).ravel()] != devices:
             return False, f"for {case} the mesh must hold every device given, in order"
         need = _per_device(weights, activations, shape)
         if need > device_gb:

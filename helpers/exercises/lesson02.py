@@ -12,7 +12,7 @@ from ..gpus import (
     probe_cuda,
     resolve_visible,
 )
-from . import describe, register
+from . import RANDOM, as_str_dict, describe, register
 
 # ---- 02.1: choose the two freest GPUs from nvidia-smi's output, as settings for a fresh process ----------
 
@@ -28,15 +28,35 @@ _MACHINES = [SAMPLE_NVIDIA_SMI_CSV, _HEADER + (
     "3, GPU-0a1b2c3d-0000-4000-8000-000000000004, 00000000:4E:00.0, Tesla V100-SXM2-16GB, 100 MiB, 16160 MiB\n")]
 
 
+#: GPU models of the random machine each check adds: (name, memory.total in MiB).
+_MODELS = [("NVIDIA A100-SXM4-80GB", 81920), ("Tesla T4", 15360), ("Tesla V100-SXM2-16GB", 16160),
+           ("NVIDIA GeForce RTX 3090", 24576), ("NVIDIA L4", 23034)]
+
+
+def random_machine() -> str:
+    """nvidia-smi's output for a machine of 2-8 random GPUs, drawn afresh for each check (no two equally free),
+    so that an answer cannot know the machines by heart."""
+    while True:
+        gpus = [(i, *RANDOM.choice(_MODELS)) for i in range(RANDOM.randint(2, 8))]
+        used = [RANDOM.randint(0, total) for _, _, total in gpus]
+        if len({total - u for (_, _, total), u in zip(gpus, used)}) == len(gpus):
+            break
+    return _HEADER + "".join(
+        f"{i}, GPU-{i:08x}-0000-4000-8000-{RANDOM.getrandbits(48):012x}, 00000000:{16 + i:02X}:00.0, {name}, "
+        f"{u} MiB, {total} MiB\n" for (i, name, total), u in zip(gpus, used))
+
+
 def _check_freest(answer):
     solve = _solve_freest()
-    for text in _MACHINES:
+    for text in [*_MACHINES, random_machine()]:
         rows = parse_nvidia_smi_csv(text)
         want, got = solve(text), answer(text)
         where = f"on a machine with {len(rows)} GPUs ({', '.join(sorted({r.name for r in rows}))})"
         if not isinstance(got, dict):
             return False, f"{where} freest_two returned {describe(got)}; return a dict of environment variables"
-        if not all(isinstance(v, str) for v in got.values()):
+        try:
+            got = as_str_dict("the environment", got)   # its stored strings, as plain str
+        except TypeError:
             return False, "environment values are strings, e.g. {'CUDA_VISIBLE_DEVICES': '3,5'}"
         value = got.get("CUDA_VISIBLE_DEVICES")
         if value != want["CUDA_VISIBLE_DEVICES"]:
@@ -75,6 +95,8 @@ register("02.1", title="the two freest GPUs, for a fresh process", checker=_chec
 def _check_child_env(answer):
     before = dict(os.environ)
     cases = {"3,5": (3, 5), " 3, 5": (3, 5), "3,,5": (3, 5), "5,3": (5, 3), "2": (2,)}
+    picked = RANDOM.sample(range(8), 2)           # one more selection, new for each check
+    cases[f" {picked[0]},, {picked[1]} "] = tuple(picked)
     with mock.patch.dict(os.environ):             # whatever the answer does to os.environ is undone
         results = {selection: answer(selection) for selection in cases}
         changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))
@@ -86,6 +108,10 @@ def _check_child_env(answer):
         if env is os.environ or not isinstance(env, dict):
             return False, (f"child_env({selection!r}) returned {type(env).__name__}; return a new dict (a copy "
                            "of os.environ plus your settings) for subprocess.run(..., env=...)")
+        try:
+            env = results[selection] = as_str_dict(f"child_env({selection!r})", env)
+        except TypeError as exc:
+            return False, f"{exc}: a process's environment holds strings only"
         if "PATH" in before and env.get("PATH") != before["PATH"]:
             return False, "keep the rest of the environment (PATH, HOME, ...): start from a copy of os.environ"
         value = env.get("CUDA_VISIBLE_DEVICES")

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 from keras import layers
 
-from . import error_line, practice_strategy, quiet_tf, register
+from . import RANDOM, error_line, practice_strategy, quiet_tf, register
 
 # ---- 03.1: the per-replica tf.data pipeline (the 2018 script's datagen.flow) ------------------------------------
 
@@ -30,11 +30,16 @@ def _check_pipeline(answer):
             ds = answer(x, y, strategy)
             if not isinstance(ds, tf.data.Dataset):
                 return False, f"train_pipeline must return a tf.data.Dataset, it returned {type(ds).__name__}"
+            steps = ROWS_03_1 // 64                 # full global batches of 64 in an epoch; one more is read
             epochs = [[(strategy.experimental_local_results(images), strategy.experimental_local_results(labels))
-                       for images, labels in strategy.experimental_distribute_dataset(ds)] for _ in range(2)]
+                       for images, labels in strategy.experimental_distribute_dataset(ds.take(steps + 1))]
+                      for _ in range(2)]
     except Exception as exc:  # the learner's code: any failure is a wrong answer, with its first line
         return False, f"train_pipeline(x, y, strategy) raised {error_line(exc, 160)}"
     rows = [[int(t.shape[0]) for t in images] for images, _ in epochs[0]]
+    if len(epochs[0]) > steps and all(r == [32, 32] for r in rows):
+        return False, (f"an epoch of {ROWS_03_1} rows gave more than {steps} full steps of 64: the dataset goes on "
+                       "(a repeat()?); keep one pass over the data per epoch, fit repeats it")
     if any(r != [32, 32] for r in rows):
         return False, (f"the replicas got {rows} rows per step: 32 rows on each of the 2 replicas is a global "
                        "batch of 64, and only full batches (the last one must not be smaller)")
@@ -78,26 +83,32 @@ register("03.1", title="write the per-replica tf.data pipeline", checker=_check_
 
 # ---- 03.2: find and fix - the schedule that overwrites ReduceLROnPlateau ------------------------------------------
 
-def _rates_at_epoch_start(schedule, epochs: int = 5) -> list[float]:
+def _rates_at_epoch_start(schedule, epochs: int = 5, start: "float | None" = None) -> list[float]:
     """Fit on the practice strategy with LearningRateScheduler(schedule) and a plateau that halves after every
-    epoch (min_delta=10: no epoch but the first counts as progress); the rate at the start of each epoch."""
+    epoch (min_delta=10: no epoch but the first counts as progress); the rate at the start of each epoch.
+    ``start``: the optimizer's first rate (default: 1e-3 scaled for the replicas, as the lesson's script)."""
     strategy = practice_strategy()
+    start = 1e-3 * strategy.num_replicas_in_sync ** 0.5 if start is None else start
     with strategy.scope():
         model = keras.Sequential([keras.Input((4,)), layers.Dense(2, activation="softmax")])
-        model.compile(optimizer=keras.optimizers.Adam(1e-3 * strategy.num_replicas_in_sync ** 0.5),
-                      loss="sparse_categorical_crossentropy")
+        model.compile(optimizer=keras.optimizers.Adam(start), loss="sparse_categorical_crossentropy")
     seen: list = []
     x, y = np.random.default_rng(0).random((64, 4), dtype="float32"), np.arange(64) % 2
     model.fit(x, y, batch_size=64, epochs=epochs, verbose=0, callbacks=[
         keras.callbacks.LearningRateScheduler(schedule),
         keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5, patience=0, min_delta=10.0),
         keras.callbacks.LambdaCallback(on_epoch_begin=lambda e, logs: seen.append(model.optimizer.learning_rate.numpy()))])
-    return seen
+    return [float(r) for r in seen]
+
+
+def _wanted(start: float) -> list[float]:
+    """The rates a right schedule gives from ``start``: cuts after epochs 1, 2, 3, and x0.1 at epoch 2."""
+    return [start, start, start / 20, start / 40, start / 80]
 
 
 def _check_schedule(answer):
     start = 1e-3 * 2 ** 0.5                                          # the scaled rate of 2 replicas
-    want = [start, start, start / 20, start / 40, start / 80]        # cuts after epochs 1, 2, 3; x0.1 at epoch 2
+    want = _wanted(start)
     try:
         with quiet_tf():
             seen = _rates_at_epoch_start(answer)
@@ -105,8 +116,18 @@ def _check_schedule(answer):
         return False, f"fit with LearningRateScheduler(lr_schedule) raised {error_line(exc, 160)}"
     shown = ", ".join(f"{r:.3g}" for r in seen)
     if np.allclose(seen, want, rtol=1e-4):
+        other = RANDOM.choice((3e-4, 5e-4, 2e-3, 3e-3, 5e-3))      # a second fit from another rate: the schedule
+        try:                                                          # must follow lr, not know the rates by heart
+            with quiet_tf():
+                again = _rates_at_epoch_start(answer, start=other)
+        except Exception as exc:  # the learner's code: any failure is a wrong answer, with its first line
+            return False, f"fit with LearningRateScheduler(lr_schedule) raised {error_line(exc, 160)}"
+        if not np.allclose(again, _wanted(other), rtol=1e-4):
+            return False, (f"from a first rate of {other:g} the rates were {', '.join(f'{r:.3g}' for r in again)}, "
+                           f"expected {', '.join(f'{r:.3g}' for r in _wanted(other))}: the schedule must compute "
+                           "the next rate from the lr Keras passes it, not know the rates by heart")
         return True, (f"the rate at each epoch's start: {shown}. The scaled start and every plateau cut stay, "
-                      "and the rate drops 10x at epoch 2")
+                      "and the rate drops 10x at epoch 2 (from another first rate too)")
     if np.isclose(seen[0], 1e-3, rtol=1e-4):
         return False, (f"the rates were {shown}: epoch 0 starts at 0.001, so the schedule overwrote the rate scaled "
                        f"for 2 replicas ({start:.3g}), and it overwrites each cut too")

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 
 from .. import batchnorm
-from . import describe, error_line, model_problem, practice_strategy, quiet_tf, register
+from . import RANDOM, as_float, describe, error_line, model_problem, practice_strategy, quiet_tf, register
 
 
 def _uneven_step(model) -> None:
@@ -38,11 +38,12 @@ def _check_gap(answer):
     if code is not None and {"replica_gaps", "replica_values"} & set(code.co_names + code.co_freevars):
         return False, "write it with the strategy's own API, not with helpers.batchnorm (that is the answer key)"
     strategy = practice_strategy()
-    got = {}
-    for sync, model in _trained(strategy).items():
+    got, models = {}, list(_trained(strategy).items())
+    RANDOM.shuffle(models)                            # which model comes first: new for each check
+    for sync, model in models:
         value = answer(model, strategy)
         try:
-            got[sync] = (float(value), max(batchnorm.replica_gaps(model, strategy).values()))
+            got[sync] = (as_float("replica_gap's result", value), max(batchnorm.replica_gaps(model, strategy).values()))
         except (TypeError, ValueError):
             return False, f"replica_gap must return a number, it returned {describe(value)}"
     (drift, truth), (synced, _) = got[False], got[True]

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from .. import devices
 from ..input_pipeline import CallCounter, make_pipeline
-from . import describe, practice_strategy, register
+from . import describe, practice_strategy, register, take
 
 
 # 06.1 ------------------------------------------------------------------------------------------
@@ -19,9 +19,12 @@ def _check_pipeline(answer):
     y = np.arange(10, dtype="int64")
     counter = CallCounter()
     fixed = answer(make_pipeline(x, y, batch_size=4, counter=counter))
-    if not hasattr(fixed, "element_spec"):
+    if not isinstance(fixed, tf.data.Dataset):
         return False, f"fix(dataset) must return the improved tf.data.Dataset; it returned {describe(fixed)}"
-    epochs = [[(xb.numpy(), yb.numpy()) for xb, yb in fixed] for _ in range(3)]
+    epochs = [[(xb.numpy(), yb.numpy()) for xb, yb in take(fixed, 3)] for _ in range(3)]   # 3 batches: 1 more read
+    if any(len(e) > 3 for e in epochs):
+        return False, ("an epoch of 10 rows in batches of 4 gave more than 3 batches: the dataset never ends "
+                       "(a repeat()?). Keep one pass over the data: fit repeats it every epoch")
     got_y = [np.concatenate([yb for _, yb in e]) if e else np.array([]) for e in epochs]
     if not all(np.array_equal(g, y) for g in got_y):
         return False, "the data changed: keep every sample, in order (no shuffle, no repeat, no filter)"
@@ -63,7 +66,7 @@ def _check_fixed_prepare(answer):
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         return False, f"prepare(x, y, strategy) returned {describe(out)}; it should return (dataset, model)"
     ds, model = out
-    if not hasattr(ds, "element_spec") or getattr(model, "optimizer", None) is None:
+    if not isinstance(ds, tf.data.Dataset) or not isinstance(model, keras.Model) or model.optimizer is None:
         return False, "prepare must return (dataset, compiled model), like the code it fixes"
     if left != "float32":
         return False, (f"the global policy is still {left!r} after prepare returned: every model built "
@@ -71,7 +74,10 @@ def _check_fixed_prepare(answer):
     if not model.dtype_policy.name.startswith("mixed"):
         return False, (f"the model computes in {model.dtype_policy.name}: keep mixed precision for this "
                        "model (set the policy before building it), just do not leave it set")
-    epochs = [[(xb.numpy(), yb.numpy()) for xb, yb in ds] for _ in range(2)]
+    steps = -(-len(x) // (32 * n))                         # batches in an epoch; one more is read
+    epochs = [[(xb.numpy(), yb.numpy()) for xb, yb in take(ds, steps)] for _ in range(2)]
+    if not epochs[0]:
+        return False, "the dataset is empty: one epoch must hold every sample once"
     if int(epochs[0][0][1].shape[0]) != 32 * n:
         return False, (f"the first batch has {epochs[0][0][1].shape[0]} samples; the global batch is "
                        f"{32 * n} (32 per replica on {n} replicas)")
@@ -84,8 +90,8 @@ def _check_fixed_prepare(answer):
             return False, f"learning rate {lr:g}: the global batch grew {n}x, the linear rule scales the rate too"
         return False, f"learning rate {lr:g}, expected {want:g} (linear rule: 0.01 x global batch / 32)"
     xs = [np.concatenate([xb for xb, _ in e]) for e in epochs]
-    if not np.array_equal(np.sort(np.concatenate([yb for _, yb in epochs[0]])), np.sort(y)):
-        return False, "one epoch must hold every sample once"
+    if len(epochs[0]) > steps or not np.array_equal(np.sort(np.concatenate([yb for _, yb in epochs[0]])), np.sort(y)):
+        return False, "one epoch must hold every sample once (no repeat(), no filter)"
     if xs[0].shape == xs[1].shape and np.allclose(xs[0], xs[1]):
         return False, ("both epochs saw the same noise: the cache stored the augmented samples, so the random "
                        "augmentation ran only once. Cache what is expensive and fixed, then augment.")

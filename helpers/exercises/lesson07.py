@@ -1,28 +1,26 @@
 """Exercises of 07_multi_worker_and_fault_tolerance: the learner's function runs on two real workers.
 
-The checker copies the function's source into a small worker script, starts two workers with
-:mod:`helpers.cluster` (MultiWorkerMirroredStrategy on the CPU, one replica each) and reads what each measured.
+The checker copies the function's source into a small worker script and starts two workers with
+:mod:`helpers.cluster` (MultiWorkerMirroredStrategy on the CPU, one replica each), through the harness it shares
+with lesson 12 (:mod:`helpers.exercises.harness`), and reads what each measured.
 """
 
 from __future__ import annotations
 
-import inspect
-import json
-import shutil
-import tempfile
-import textwrap
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
 from .. import cluster, subproc
-from . import register
+from . import harness, register
 
 GLOBAL_BATCH = 8          # examples per step, both workers together
 WORKERS = 2
 ROWS_07_2 = 49            # odd on purpose: the two shards differ by one example
 TIMEOUT = 180             # seconds before the launcher kills the checker's workers
+TIME_LIMIT = TIMEOUT + 60  # the check's: the launcher's timeout ends a hung job first, with its own message
 
 _HEADER = "import keras\nimport numpy as np\nimport tensorflow as tf\n\n"
 
@@ -30,30 +28,26 @@ _HEADER = "import keras\nimport numpy as np\nimport tensorflow as tf\n\n"
 WORKER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "exercise07_worker.py"
 
 
+def _launch(mode: str):
+    """The launcher of :func:`helpers.exercises.harness.run_answer`: two workers in the job's folder."""
+    def launch(work: Path) -> Optional[str]:
+        try:
+            result = cluster.run([str(work / "worker.py"), mode, str(GLOBAL_BATCH), str(ROWS_07_2)],
+                                 n_workers=WORKERS, timeout=TIMEOUT, grace=2.0, check=False, echo=False,
+                                 log_dir=work / "logs")
+        except cluster.ClusterTimeoutError:
+            return (f"the two workers did not finish within {TIMEOUT} s: does every worker take the same steps "
+                    "(a worker that waits in an all-reduce nobody else joins waits forever)?")
+        if not result.ok:
+            errors = {name: subproc.error_summary(text, 300) for name, text in result.errors.items()}
+            return "your function failed in the workers: " + "; ".join(f"{k}: {v}" for k, v in errors.items())
+        return None
+    return launch
+
+
 def _run_answer(fn, mode: str) -> tuple[bool, object]:
     """Run ``fn`` in two workers; ``(True, [worker 0's output, worker 1's])`` or ``(False, message)``."""
-    try:
-        source = textwrap.dedent(inspect.getsource(fn))
-    except (OSError, TypeError):
-        return False, ("could not read the source of your function: define it with `def` in a cell (the "
-                       "checker copies its source into the workers' script)")
-    if source.lstrip().startswith("lambda") or fn.__name__ == "<lambda>":
-        return False, "write your answer with `def`, not lambda: the checker copies its source into the workers"
-    work = Path(tempfile.mkdtemp(prefix="exercise07-"))
-    (work / "answer.py").write_text(_HEADER + source + f"\n\nANSWER = {fn.__name__}\n")
-    shutil.copy(WORKER_SCRIPT, work / "worker.py")
-    result = cluster.run([str(work / "worker.py"), mode, str(GLOBAL_BATCH), str(ROWS_07_2)], n_workers=WORKERS,
-                         timeout=TIMEOUT, grace=2.0, check=False, echo=False, log_dir=work / "logs")
-    if not result.ok:
-        errors = {name: subproc.error_summary(text, 300) for name, text in result.errors.items()}
-        return False, "your function failed in the workers: " + "; ".join(f"{k}: {v}" for k, v in errors.items())
-    outs = []
-    for i in range(WORKERS):
-        path = work / f"out-{i}.json"
-        if not path.exists():
-            return False, f"worker {i} finished without writing its measurement (a bug of the checker?)"
-        outs.append(json.loads(path.read_text()))
-    return True, outs
+    return harness.run_answer(fn, WORKER_SCRIPT, _HEADER, _launch(mode), where="the workers", n=WORKERS)
 
 
 # ---- 07.1: write the replica step of the worker script ------------------------------------------
@@ -95,7 +89,7 @@ def _solve_replica_step():
 
 
 register("07.1", title="write the replica step of a two-worker job", checker=_check_replica_step,
-         solution=_solve_replica_step, expects="function", takes=5,
+         solution=_solve_replica_step, expects="function", takes=5, time_limit=TIME_LIMIT,
          wants="a function replica_step(model, optimizer, x, y, global_batch_size)",
          hint="this worker sees only its part of the global batch, and the all-reduce ADDS the workers' "
               "gradients: what must each worker divide its rows' squared errors by?",
@@ -146,7 +140,7 @@ def _solve_dataset():
 
 
 register("07.2", title="fix a worker's batches and step count", checker=_check_dataset,
-         solution=_solve_dataset, expects="function", takes=4,
+         solution=_solve_dataset, expects="function", takes=4, time_limit=TIME_LIMIT,
          wants="a function make_dataset(ctx, x, y, global_batch) returning a tf.data.Dataset",
          hint="count the rows one step trains on over both workers, and the steps each worker's shard "
               "gives (49 examples): what must be the same on every worker?",

@@ -16,7 +16,7 @@ import numpy as np
 from keras import distribution as kd
 
 from ..versions import at_least
-from . import describe, error_line, jax_devices_here, register, run_in_jax
+from . import JAX_TIME_LIMIT_S, as_str, describe, error_line, jax_devices_here, register, run_in_jax
 
 
 def _mlp():
@@ -56,11 +56,13 @@ def _facts_here(fn, n: int) -> dict:
             "devices": int(np.prod(mesh.shape)), "kernels": kernels, "rows": rows, "batch_axis": axis}
 
 
-def _facts(fn) -> dict:
-    """:func:`_facts_here` in lesson 08's kernel (Keras on JAX), else in a fresh JAX process with 4 devices, to
-    which the answer travels as its source."""
-    if jax_devices_here():
-        return _facts_here(fn, jax_devices_here())
+def _facts(fn) -> list[dict]:
+    """:func:`_facts_here` on N devices, then on 2 ("any even number": an answer must read the device count), in
+    lesson 08's kernel (Keras on JAX: N its devices), else in a fresh JAX process with N = 4 devices, to which the
+    answer travels as its source."""
+    here = jax_devices_here()
+    if here:
+        return [_facts_here(fn, n) for n in dict.fromkeys((here, 2)) if n <= here]
     try:
         src = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):
@@ -71,12 +73,22 @@ def _facts(fn) -> dict:
         from helpers.exercises.lesson08 import _facts_here
         namespace = dict(kd=kd, keras=keras, np=np)
         exec({src!r}, namespace)
-        print(json.dumps(_facts_here(namespace[{fn.__name__!r}], 4)))
+        print(json.dumps([_facts_here(namespace[{fn.__name__!r}], n) for n in (4, 2)]))
     """, 4)
 
 
 def _check_distribution(answer):
-    f = _facts(answer)
+    facts = _facts(answer)
+    verdicts = [_judge_distribution(f) for f in facts]
+    wrong = next((v for v in verdicts if not v[0]), None)
+    if wrong:
+        return wrong
+    more = [f"{f['n']}" for f in facts[1:]]
+    return True, verdicts[0][1] + (f"; right on {' and '.join(more)} devices too" if more else "")
+
+
+def _judge_distribution(f: dict) -> "tuple[bool, str]":
+    """The verdict on what building the MLP under the answer on ``f["n"]`` devices gave."""
     n = f["n"]
     if f["error"]:
         return False, f"on {n} devices, building the lesson's mlp() under your distribution fails: {f['error']}"
@@ -116,7 +128,7 @@ def _solve_distribution():
 
 
 register("08.1", title="a ModelParallel for any even number of devices", checker=_check_distribution,
-         solution=_solve_distribution, expects="function", takes=1,
+         solution=_solve_distribution, expects="function", takes=1, time_limit=JAX_TIME_LIMIT_S,
          wants="a function distribution_for(devices) that returns a keras.distribution.ModelParallel",
          hint="the mesh's shape multiplies to the device count; write the keys as the lesson does; which mesh "
               "axis does ModelParallel split each batch over?",
@@ -147,6 +159,11 @@ def _layouts(layout_map):
                    "lesson 08 showed why")
 
 
+def _axis(name):
+    """A layout's axis as a plain value: None, a plain str, or the repr of anything else (never its own ``==``)."""
+    return None if name is None else as_str("an axis", name) if isinstance(name, str) else repr(name)
+
+
 def _check_guide_layout(answer):
     layout_map = answer(_mesh())
     if not isinstance(layout_map, kd.LayoutMap):
@@ -156,6 +173,7 @@ def _check_guide_layout(answer):
         got, how = _layouts(layout_map)
     except ValueError as exc:
         return False, f"Keras {keras.__version__} rejects this LayoutMap: {str(exc).splitlines()[0][:200]}"
+    got = {path: tuple(_axis(a) for a in axes) for path, axes in got.items()}
     wrong = [f"{p} gets {got[p]}, want {want}" for suffix, want in WANT_08_2.items()
              for p in got if p.endswith(suffix) and got[p] != want]
     if wrong:

@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from . import describe, practice_strategy, register
+from . import RANDOM, as_float, describe, practice_strategy, register
 
 
 def flat(values) -> np.ndarray:
@@ -34,6 +34,8 @@ def _linear(weights):
 # ---- 09.1: the loss of a custom training step --------------------------------------------------
 
 ROWS_09_1 = 5  # split 3 + 2 over two replicas: an uneven batch, as the last batch of an epoch often is
+#: Batches of which each check tries one more after ROWS_09_1's (4 + 3, 5 + 4, 6 + 5 rows): global_batch_size changes.
+MORE_ROWS_09_1 = (7, 9, 11)
 
 
 def _one_device_gradient(x, y, w):
@@ -67,28 +69,40 @@ def _replica_gradient(loss_fn, x, y, w):
 
 
 def _check_loss(answer):
-    x, y, w = _data(ROWS_09_1)
+    y = _data(ROWS_09_1)[1]
     probe = answer(tf.constant(y[:2]), tf.constant(y[:2] + 1.0), ROWS_09_1)   # one plain call first
     if probe is None:
         return False, ("replica_loss(labels, predictions, global_batch_size) returned None; it should return "
                        "the replica's loss, one number")
     if not hasattr(probe, "dtype"):
         return False, f"replica_loss returned {describe(probe)}; it should return a TensorFlow scalar"
+    verdicts = []
+    for rows in (ROWS_09_1, RANDOM.choice(MORE_ROWS_09_1)):   # the second: an answer must use global_batch_size
+        verdicts.append(_judge_loss(answer, rows))
+        if not verdicts[-1][0]:
+            return verdicts[-1]
+    return True, verdicts[0][1] + "; on a second, larger batch too"
+
+
+def _judge_loss(answer, rows: int) -> "tuple[bool, str]":
+    """The two replicas' summed gradient with ``answer`` on ``rows`` rows (split unevenly), against one device's."""
+    x, y, w = _data(rows)
     grad, losses = _replica_gradient(answer, x, y, w)
     shapes = {tuple(getattr(loss, "shape", ())) for loss in losses}
     if shapes != {()}:
         return False, (f"each replica's loss has shape {sorted(shapes)}; return one number per replica (a "
                        "scalar) so that its gradient is the replica's share of the step")
     want = _one_device_gradient(x, y, w)
-    n, cut = 2, 3                              # the 3 + 2 split; each replica: the mean over ITS rows, / n
+    n, cut = 2, (rows + 1) // 2                # e.g. 3 + 2; each replica: the mean over ITS rows, / n
     uneven = (_one_device_gradient(x[:cut], y[:cut], w) + _one_device_gradient(x[cut:], y[cut:], w)) / n
+    split = f"{cut} + {rows - cut}"
 
     def close(a, b):
         return np.allclose(a, b, rtol=5e-3, atol=1e-5)   # loose enough for TF32 on GPUs, cases differ by >10 %
 
     if close(grad, want):
-        return True, ("on 3 + 2 rows the two replicas' gradients add up to one device's gradient on all 5 rows: "
-                      "every row weighs 1/5, whatever replica it landed on")
+        return True, (f"on {split} rows the two replicas' gradients add up to one device's gradient on all {rows} "
+                      f"rows: every row weighs 1/{rows}, whatever replica it landed on")
     if close(grad, n * uneven) or close(grad, n * want):
         return False, (f"the summed gradient is about {n}x one device's: each replica averages over its own rows "
                        "and the all-reduce then ADDS the replicas' gradients (what tf.reduce_mean does)")
@@ -96,12 +110,15 @@ def _check_loss(answer):
         return False, (f"the summed gradient is about 1/{n} of one device's: the loss is divided by the replica "
                        "count twice (a Keras loss object already divides by it)")
     if close(grad, uneven):
-        return False, ("right on an even split, wrong on this 3 + 2 batch: each replica divides by its OWN "
+        return False, (f"right on an even split, wrong on this {split} batch: each replica divides by its OWN "
                        "row count (then by the replica count), so rows on the smaller replica weigh more. "
                        "Divide by the global batch size instead")
-    return False, (f"the summed gradient differs from one device's gradient on the same {ROWS_09_1} rows "
-                   f"(norm ratio {np.linalg.norm(grad) / np.linalg.norm(want):.3f}); compute the mean "
-                   "squared error of each row, then average over the GLOBAL batch")
+    ratio = np.linalg.norm(grad) / np.linalg.norm(want)
+    hint = (f" (on {ROWS_09_1} rows it was right: is a batch size written in instead of global_batch_size?)"
+            if rows != ROWS_09_1 else "")
+    return False, (f"the summed gradient differs from one device's gradient on the same {rows} rows "
+                   f"(norm ratio {ratio:.3f}){hint}; compute the mean squared error of each row, then average "
+                   "over the GLOBAL batch")
 
 
 def _solve_loss():
@@ -123,30 +140,42 @@ register("09.1", title="fix the loss of a custom training step", checker=_check_
 # ---- 09.2: a custom metric that disagrees across replicas ---------------------------------------
 
 ROWS_09_2, BATCH_09_2 = 12, 6
+#: Row counts of which each check fits one more epoch after ROWS_09_2's (whole batches of 6).
+MORE_ROWS_09_2 = (18, 24, 30)
 
 
-def _check_metric(answer):
-    if not issubclass(answer, keras.metrics.Metric):
-        return False, f"{answer.__name__} is not a keras.metrics.Metric subclass"
-    x, y, w = _data(ROWS_09_2)
+def _rows_counted(answer, rows: int) -> "tuple[str, float | None, list]":
+    """Fit one epoch of ``rows`` rows (batches of BATCH_09_2) with a new ``answer()`` metric: its name, what fit
+    reported for it (None: not reported) and every name fit reported."""
+    x, y, w = _data(rows)
     strategy = practice_strategy()
     with strategy.scope():
         metric = answer()
         model = _linear(w)
         model.compile(loss="mse", optimizer=keras.optimizers.SGD(0.01), metrics=[metric])
     history = model.fit(x, y, batch_size=BATCH_09_2, epochs=1, verbose=0, shuffle=False).history
-    if metric.name not in history:
-        return False, f"fit reported {sorted(history)}, not your metric's name {metric.name!r}"
-    got = float(history[metric.name][-1])
-    if np.isclose(got, ROWS_09_2):
-        return True, (f"{got:g} rows: each replica counted its own rows and reading the metric added the "
-                      "replicas' counts (aggregation='sum')")
-    per_replica = ROWS_09_2 / strategy.num_replicas_in_sync
-    if np.isclose(got, per_replica):
-        return False, (f"the metric says {got:g} rows, but fit trained on {ROWS_09_2}: each replica counted its "
-                       f"own {per_replica:g}, and reading the variable took one replica's count or their mean "
-                       "instead of their sum (look at the variable's aggregation)")
-    return False, f"the metric says {got:g} rows, but fit trained on {ROWS_09_2} rows"
+    got = as_float("the metric", history[metric.name][-1]) if metric.name in history else None
+    return metric.name, got, sorted(history)
+
+
+def _check_metric(answer):
+    if not issubclass(answer, keras.metrics.Metric):
+        return False, f"{answer.__name__} is not a keras.metrics.Metric subclass"
+    for rows in (ROWS_09_2, RANDOM.choice(MORE_ROWS_09_2)):     # the second: a constant result() fails
+        name, got, reported = _rows_counted(answer, rows)
+        if got is None:
+            return False, f"fit reported {reported}, not your metric's name {name!r}"
+        if np.isclose(got, rows):
+            continue
+        per_replica = rows / practice_strategy().num_replicas_in_sync
+        if np.isclose(got, per_replica):
+            return False, (f"the metric says {got:g} rows, but fit trained on {rows}: each replica counted its "
+                           f"own {per_replica:g}, and reading the metric took one replica's count or their mean "
+                           "instead of their sum (look at the variable's aggregation)")
+        again = f" (on {ROWS_09_2} rows it said {ROWS_09_2}: does result() count?)" if rows != ROWS_09_2 else ""
+        return False, f"the metric says {got:g} rows, but fit trained on {rows} rows{again}"
+    return True, (f"{ROWS_09_2} rows, then another count of rows: each replica counted its own rows and reading the "
+                  "metric added the replicas' counts (aggregation='sum')")
 
 
 def _solve_metric():

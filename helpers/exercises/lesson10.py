@@ -18,7 +18,7 @@ from keras import distribution as kd
 
 from ..checks import is_int
 from ..memory_report import bytes_on_device, compiled_memory
-from . import describe, devices_here, error_line, jax_devices_here, register, run_in_jax
+from . import JAX_TIME_LIMIT_S, as_int, describe, devices_here, error_line, jax_devices_here, register, run_in_jax
 
 # ---- 10.1: fit a model into a per-device memory budget ------------------------------------------
 
@@ -128,7 +128,18 @@ def _mib(n: int) -> str:
 
 
 def _check_budget(answer):
+    """Measured on the lesson's N devices, then on 2 as well where N > 2 (an answer must read ``len(devices)``)."""
     n = devices_here()
+    ok, message = _judge_budget(answer, n)
+    if ok and n > 2:
+        again, why = _judge_budget(answer, 2)
+        if not again:
+            return False, f"right on {n} devices, but on 2: {why}. Does plan read len(devices)?"
+        message += "; on 2 devices it fits too"
+    return ok, message
+
+
+def _judge_budget(answer, n: int) -> "tuple[bool, str]":
     budget = budget_mib(n)
     [f] = facts([answer], n)
     if f["error"]:
@@ -171,7 +182,7 @@ def _solve_budget():
 
 
 register("10.1", title="plan a step that fits a per-device memory budget", checker=_check_budget,
-         solution=_solve_budget, expects="function", takes=1,
+         solution=_solve_budget, expects="function", takes=1, time_limit=JAX_TIME_LIMIT_S,
          wants="a function plan(devices) that returns (distribution, gradient_accumulation_steps)",
          hint="measure where this model's bytes go (weights, slots or temp); pick the lever that shrinks "
               "the biggest column per device.",
@@ -199,6 +210,7 @@ def _check_schedule(answer):
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         return False, f"make_optimizer() must return a Keras optimizer, it returned {describe(optimizer)}"
     k = optimizer.gradient_accumulation_steps
+    k = as_int("gradient_accumulation_steps", k) if is_int(k) else k      # a plain int: no answer's own ==
     if k != MICRO_BATCHES:
         return False, f"gradient_accumulation_steps is {k!r}: keep {MICRO_BATCHES} micro-batches of 64 per update"
     updates = list(range(0, WARMUP_UPDATES + DECAY_UPDATES + 101, 5))

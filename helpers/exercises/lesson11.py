@@ -16,7 +16,7 @@ import textwrap
 import keras
 from keras import distribution as kd
 
-from . import devices_here, jax_devices_here, register, run_in_jax
+from . import JAX_TIME_LIMIT_S, devices_here, jax_devices_here, register, run_in_jax
 
 VOCAB = 16                 #: the lesson's sentencepiece vocabulary
 HEADS, HEAD_DIM, HIDDEN, FFW, LAYERS, RANK = 8, 8, 64, 256, 2, 4
@@ -246,6 +246,7 @@ def _solve_write():
 
 register("11.1", title="a layout map for the lesson's Gemma, on the devices",
          checker=functools.partial(_check, "write"), solution=_solve_write, expects="function", takes=1,
+         time_limit=JAX_TIME_LIMIT_S,
          wants="a function layout_for(mesh) that returns a keras.distribution.LayoutMap",
          hint="one key per kernel family; a key that ends right after 'kernel' with a '/' before it cannot "
               "reach 'lora_kernel_a'; a dimension of size 1 cannot be split.",
@@ -274,7 +275,7 @@ def _solve_fix():
 
 
 register("11.2", title="fix a LoRA + ModelParallel setup", checker=functools.partial(_check, "fix"),
-         solution=_solve_fix, expects="function", takes=1,
+         solution=_solve_fix, expects="function", takes=1, time_limit=JAX_TIME_LIMIT_S,
          wants="a function setup(mesh) that returns (layout_map, causal_lm)",
          hint="three things are wrong: what one rule does to a single head, what '.*kernel' can reach, and "
               "where the LoRA weights are created.",
@@ -302,6 +303,7 @@ def _solve_mistral():
 
 register("11.3", title="a layout map for an architecture without one (Mistral)",
          checker=functools.partial(_check, "mistral"), solution=_solve_mistral, expects="function", takes=1,
+         time_limit=JAX_TIME_LIMIT_S,
          wants="a function layout_for_mistral(mesh) that returns a keras.distribution.LayoutMap",
          hint="read each kernel's shape: which axis has 8 (heads), 16 (vocabulary) or 256 (the MLP's width)? That "
               "axis goes on 'model'; 2 heads do not divide 4 devices.",

@@ -1,23 +1,20 @@
 """Exercises of 12_pytorch_backend_across_devices: the learner's function runs in two ranks that torchrun starts
-(gloo, CPU; helpers/scripts/exercise12_worker.py beside answer.py), Keras on PyTorch whatever the caller's backend."""
+(gloo, CPU; helpers/scripts/exercise12_worker.py beside answer.py), Keras on PyTorch whatever the caller's backend,
+through the harness it shares with lesson 07 (:mod:`helpers.exercises.harness`)."""
 
 from __future__ import annotations
 
-import inspect
-import json
-import shutil
 import subprocess
-import sys
-import tempfile
-import textwrap
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
 from .. import subproc
-from . import register
+from . import harness, register
 
-TIMEOUT = 300             # seconds before the checker kills its torchrun job
+TIMEOUT = 300             # seconds before the checker stops its torchrun job (SIGTERM, then SIGKILL)
+TIME_LIMIT = TIMEOUT + 60  # the check's: the job's timeout ends a hung job first, with its own message
 WORKER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "exercise12_worker.py"
 _HEADER = "import keras\nimport numpy as np\nimport torch\nimport torch.distributed as dist\n\n"
 
@@ -34,31 +31,25 @@ def _in_training_mode(outs: list) -> bool:
     return all(all(o["training"]) for o in outs)
 
 
-def _run_answer(fn, mode: str) -> tuple[bool, object]:
-    """Run ``fn`` on two ranks: ``(True, [rank 0's report, rank 1's])`` or ``(False, message)``."""
-    try:
-        source = textwrap.dedent(inspect.getsource(fn))
-    except (OSError, TypeError):
-        source = ""
-    if not source or fn.__name__ == "<lambda>":
-        return False, "define your answer with `def` in a cell: the checker copies its source into the ranks' script"
-    work = Path(tempfile.mkdtemp(prefix="exercise12-"))
-    try:
-        (work / "answer.py").write_text(_HEADER + source + f"\n\nANSWER = {fn.__name__}\n")
-        shutil.copy(WORKER_SCRIPT, work / "worker.py")
-        argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "worker.py", mode]
+def _launch(mode: str):
+    """The launcher of :func:`helpers.exercises.harness.run_answer`: a 2-rank torchrun job in the job's folder."""
+    def launch(work: Path) -> Optional[str]:
         try:
-            run = subproc.run(argv, subproc.child_env({"OMP_NUM_THREADS": "1"}), timeout=TIMEOUT, cwd=work)
+            run = harness.torchrun(work, ["worker.py", mode], timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
-            return False, f"the two ranks did not finish within {TIMEOUT} s: does every rank take the same steps?"
+            return f"the two ranks did not finish within {TIMEOUT} s: does every rank take the same steps?"
         if run.returncode != 0:
             raised = sorted(work.glob("error-*.txt"))
             if raised:
-                return False, f"your function raised, in rank {raised[0].stem[6:]}: {raised[0].read_text()[:300]}"
-            return False, f"the ranks failed: {subproc.error_summary(run.stderr) or run.returncode}"
-        return True, [json.loads((work / f"out-{rank}.json").read_text()) for rank in (0, 1)]
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+                return f"your function raised, in rank {raised[0].stem[6:]}: {raised[0].read_text()[:300]}"
+            return f"the ranks failed: {subproc.error_summary(run.stderr) or run.returncode}"
+        return None
+    return launch
+
+
+def _run_answer(fn, mode: str) -> tuple[bool, object]:
+    """Run ``fn`` on two ranks: ``(True, [rank 0's report, rank 1's])`` or ``(False, message)``."""
+    return harness.run_answer(fn, WORKER_SCRIPT, _HEADER, _launch(mode), where="the ranks")
 
 
 def _check_step(answer):
@@ -99,6 +90,7 @@ def _solve_step():
 
 register("12.1", title="write the DDP training step", checker=_check_step, solution=_solve_step,
          expects="function", takes=5, wants="a function train_step(ddp_model, optimizer, loss_fn, x, y)",
+         time_limit=TIME_LIMIT,
          hint="DDP's backward() already averages over the ranks: what loss does each rank need, what must be "
               "cleared before each backward(), and what tells Keras that it trains?",
          giveaways=["zero_grad", "/ world", "get_world_size", ".module", "loss_fn(y, ddp_model(x))",
@@ -141,7 +133,7 @@ def _solve_epochs():
 
 
 register("12.2", title="fix a rank's epochs: the shuffle and the checkpoint", checker=_check_epochs,
-         solution=_solve_epochs, expects="function", takes=6,
+         solution=_solve_epochs, expects="function", takes=6, time_limit=TIME_LIMIT,
          wants="a function run_epochs(ddp_model, loader, optimizer, loss_fn, epochs, out_dir)",
          hint="how does a DistributedSampler know which epoch it is, and which of the processes should write the "
               "one checkpoint file?",

@@ -29,7 +29,7 @@ import numpy as np
 from keras import distribution as kd
 
 from ..subproc import run_python
-from . import error_line, register
+from . import JAX_TIME_LIMIT_S, error_line, register
 
 #: ``keras.callbacks.OrbaxCheckpoint``: Keras 3.14+ exports it, and it needs the ``orbax-checkpoint`` package.
 ORBAX = hasattr(keras.callbacks, "OrbaxCheckpoint") and importlib.util.find_spec("orbax") is not None
@@ -200,6 +200,7 @@ def _solve_restore():
 
 register("13.1", title="restore a sharded checkpoint on another device count",
          checker=functools.partial(_check, "13.1"), solution=_solve_restore, expects="function", takes=2,
+         time_limit=JAX_TIME_LIMIT_S,
          wants="a function restore(path, devices) that returns the restored Keras model",
          hint="the checker tries 1, 2 and 3 devices: what can 64 rows be split into? Build, and restore, where "
               "the layout applies.",
@@ -225,7 +226,7 @@ def _solve_resume():
 
 
 register("13.2", title="fix a restore that does not restore", checker=functools.partial(_check, "13.2"),
-         solution=_solve_resume, expects="function", takes=2,
+         solution=_solve_resume, expects="function", takes=2, time_limit=JAX_TIME_LIMIT_S,
          wants="a function resume(path, devices) that returns the restored Keras model",
          hint="three things: the mesh's size, where the model is built, and what the optimizer has (and is "
               "called) when the weights are loaded.",

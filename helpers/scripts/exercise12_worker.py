@@ -2,10 +2,14 @@
 beside answer.py (the learner's function, ``ANSWER``); started by helpers/exercises/lesson12.py. Writes out-RANK.json.
 """
 
+import ctypes
 import json
 import os
+import signal
 import sys
 
+if sys.platform.startswith("linux"):   # die with torchrun: it starts each rank in a session of its own
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 os.environ["KERAS_BACKEND"] = "torch"
 sys.modules["tensorflow"] = sys.modules["jax"] = None  # not used: Keras would import them if installed
 import keras  # noqa: E402
