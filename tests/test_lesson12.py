@@ -243,6 +243,8 @@ def test_kd_train_stays_on_the_cpu_with_fewer_gpus_than_processes(n_gpus, on_cpu
     env = {"LOCAL_WORLD_SIZE": "2"}
     fake_torch = SimpleNamespace(cuda=SimpleNamespace(device_count=lambda: n_gpus))
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    for name in ("tensorflow", "jax"):   # the lines block them in sys.modules: this process gets them back after
+        monkeypatch.setitem(sys.modules, name, sys.modules.get(name))
     scope = {"os": SimpleNamespace(environ=env)}
     exec(before.replace("import json, os, sys\n", "import sys\n"), scope)  # noqa: S102 - the lesson's lines
     assert (env.get("KERAS_TORCH_DEVICE") == "cpu") is on_cpu
