@@ -67,7 +67,7 @@ def test_an_incomplete_entry_is_refused(edit, words):
 def _course(tmp_path: Path, blocks: dict[str, list]) -> Path:
     """A made-up repository: the real README, CONTRIBUTING, guide and data, and one notebook per entry."""
     root = tmp_path / "repo"
-    for rel in ("README.md", "CONTRIBUTING.md", "docs/workshop.md", "docs/timings.json", "requirements-hosted.txt"):
+    for rel in ("README.md", "CONTRIBUTING.md", "docs/workshop.md", "docs/timings.json", "requirements-kaggle.txt"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, root / rel)
     (root / "notebooks").mkdir()
