@@ -72,8 +72,8 @@ def test_every_stack_sits_inside_the_supported_range():
 
 
 def test_readme_stacks_table_names_each_stacks_pins():
-    """README's "Which stack runs what": each pinned stack's row gives its requirements files' versions."""
-    table = (ROOT / "README.md").read_text().split("Which stack runs what", 1)[1].split("\n## ", 1)[0]
+    """README's table of the five stacks: each pinned stack's row gives its requirements files' versions."""
+    table = (ROOT / "README.md").read_text().split("All five stacks", 1)[1].split("\n## ", 1)[0]
     rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|.*$", table, re.M)}
     assert set(rows) == {"pinned", "hosted", "kaggle", "latest", "nightly"}, rows
     files = {"pinned": ("requirements.txt", "requirements-torch.txt", "3.11"),
@@ -90,6 +90,16 @@ def test_readme_stacks_table_names_each_stacks_pins():
                           ("nightly", "3.11")):
         block = makefile.split(f"ifeq ($(STACK),{stack})", 1)[1].split("else", 1)[0]
         assert f"PY_VERSION := {python}" in block and f"| {python} |" in rows[stack], stack
+
+
+def test_the_registry_knows_the_makefiles_stacks():
+    """A lesson's registry entry names the stacks that run it (tools/pytest_course.py skips it elsewhere): the
+    registry accepts exactly the stacks the Makefile builds, and every lesson runs on the kaggle stack."""
+    import registry  # tools/registry.py
+    assert set(re.findall(r"ifeq \(\$\(STACK\),(\w+)\)", (ROOT / "Makefile").read_text())) == set(registry.STACKS)
+    lessons = registry.load(ROOT)
+    assert lessons and all("kaggle" in ls.stacks for ls in lessons)
+    assert [ls.number for ls in lessons if "nightly" in ls.stacks] == ["12"]
 
 
 def test_lab_overrides_turn_off_the_news_popup():

@@ -50,7 +50,7 @@ GOOD = {"title": "T", "summary": "s", "kaggle": "k", "words": 1000, "dominates":
     (lambda e: e.update(taught=["TODO"]), "taught must be a list of distinct strings"),
     (lambda e: e.update(taught="fit("), "taught must be a list of distinct strings"),
     (lambda e: e.update(stacks=[]), "stacks must name at least one"),
-    (lambda e: e.update(stacks=["colab"]), "stacks may name only pinned, hosted, latest"),
+    (lambda e: e.update(stacks=["colab"]), "stacks may name only pinned, hosted, kaggle, latest, nightly"),
     (lambda e: e.update(jax="yes"), "jax must be true or false"),
     (lambda e: e.update(slurm=["a.sbatch", "a.sbatch"]), "slurm must be a list of distinct strings"),
 ])
