@@ -1,9 +1,11 @@
 # Two commands for learners:  make lab   |   make test   (and `make notebooks`: every lesson top to bottom)
 # Quick/full switch: MULTIGPU_MODE=quick (default) or full, e.g. `make lab MULTIGPU_MODE=full`.
-# Two stacks: STACK=pinned (default; requirements.txt, Python 3.11, .venv) or STACK=hosted
-# (requirements-hosted.txt: Colab's/Kaggle's versions, Python 3.13, .venv-hosted, helpers installed without -e),
-# or STACK=latest (requirements-latest.txt: lower bounds, so the newest TensorFlow/Keras/JAX; Python 3.13,
-# .venv-latest; CI runs it daily to catch drift early).
+# Stacks: STACK=pinned (default; requirements.txt, Python 3.11, .venv) or STACK=hosted
+# (requirements-hosted.txt: Colab's versions, Python 3.13, .venv-hosted, helpers installed without -e),
+# STACK=kaggle (requirements-kaggle.txt: Kaggle's image, Python 3.12, .venv-kaggle, helpers without -e),
+# STACK=latest (requirements-latest.txt: lower bounds, so the newest TensorFlow/Keras/JAX; Python 3.13,
+# .venv-latest) or STACK=nightly (requirements-nightly.txt: keras-nightly and the pinned stack's other pins, Python
+# 3.11, .venv-nightly). CI runs kaggle, latest and nightly on a schedule (CONTRIBUTING.md, "What CI checks").
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -39,20 +41,48 @@ else ifeq ($(STACK),hosted)
   # The JAX lessons on Kaggle's T4 x2 count, 2 devices (the pinned stack runs them on 4): Kaggle's versions and
   # Kaggle's device count together, and each lesson still runs once per stack.
   NB_RUN_ENV := MULTIGPU_JAX_DEVICES=2
+else ifeq ($(STACK),kaggle)
+  # Kaggle's image (docker-python, 2026-08) is built on Colab's base of 2026-05: Colab's TensorFlow, Keras and JAX
+  # with Python 3.12, numpy 2.0.2 and torch 2.10. The JAX lessons on its T4 x2 count, 2 devices, as on hosted.
+  PY_VERSION := 3.12
+  VENV ?= .venv-kaggle
+  REQUIREMENTS := requirements-kaggle.txt
+  LOCK := requirements-kaggle.lock
+  TORCH_REQUIREMENTS := requirements-torch-kaggle.txt
+  HELPERS_INSTALL := --no-deps --no-build-isolation --force-reinstall .
+  REFRESH_HELPERS := $(VENV)/bin/python -m pip install -q --no-deps --no-build-isolation --force-reinstall . && rm -rf build
+  NB_RUN_ENV := MULTIGPU_JAX_DEVICES=2
 else ifeq ($(STACK),latest)
   PY_VERSION := 3.13
   VENV ?= .venv-latest
   REQUIREMENTS := requirements-latest.txt
   TORCH_REQUIREMENTS := requirements-torch.txt
   HELPERS_INSTALL := --no-deps -e .
+else ifeq ($(STACK),nightly)
+  # Python 3.11, as pinned: `pip install torch==2.13.0` takes the CPU build where a machine has it on disk.
+  PY_VERSION := 3.11
+  VENV ?= .venv-nightly
+  REQUIREMENTS := requirements-nightly.txt
+  TORCH_REQUIREMENTS := requirements-torch.txt
+  HELPERS_INSTALL := --no-deps -e .
+  # Keras's main branch is outside the supported range, whose messages TROUBLESHOOTING.md indexes: no index check.
+  NB_RUN_ENV := CHECK_ERROR_INDEX=0
+  # keras-nightly installs the import name `keras`, as keras does, which TensorFlow and keras-hub pull in: remove
+  # keras, then write keras-nightly's files again (the removal took the files both wrote), and check what imports.
+  # (pip's later installs then say that tensorflow and keras-hub require keras, "which is not installed": expected.)
+  POST_INSTALL = $(PY) -m pip uninstall -q -y keras && v=$$($(PY) -c 'import importlib.metadata as m; \
+    print(m.version("keras-nightly"))') && $(PY) -m pip install -q --no-deps --force-reinstall "keras-nightly==$$v" && \
+    KERAS_BACKEND=numpy $(PY) -c "import keras; assert keras.__version__ == '$$v', keras.__version__; \
+    print('keras-nightly', '$$v', 'imports as keras')"
 else
-  $(error STACK=$(STACK) is not a stack; use STACK=pinned (default), STACK=hosted or STACK=latest)
+  $(error STACK=$(STACK) is not a stack; use STACK=pinned (default), hosted, kaggle, latest or nightly)
 endif
 PYTHON ?= $(call find_python,$(PY_VERSION))
 PY     := $(VENV)/bin/python
-# The pinned and hosted stacks install their lock (`make lock` writes it from the requirements file): every package,
-# dependencies included, at one version with its hashes, refused if a downloaded file differs (--require-hashes).
-# The latest stack has lower bounds on purpose (it looks for drift), so it installs its requirements file.
+# The pinned, hosted and kaggle stacks install their lock (`make lock` writes it from the requirements file): every
+# package, dependencies included, at one version with its hashes, refused if a downloaded file differs
+# (--require-hashes). The latest and nightly stacks look for drift (lower bounds; the newest keras-nightly), so
+# they install their requirements files.
 INSTALL_FROM := $(or $(LOCK),$(REQUIREMENTS))
 HASHES := $(if $(LOCK),--require-hashes)
 STAMP  := $(VENV)/.installed
@@ -90,7 +120,7 @@ help:
 	@echo "                    (LAB_ARGS='--port=8890 --IdentityProvider.token=abc' passes options to jupyter lab)"
 	@echo "make test         - every test + every notebook through nbval, timed (pinned stack: each cell run twice)"
 	@echo "make notebooks    - every lesson top to bottom through nbval, timed: the check for learners and instructors"
-	@echo "make install      - only create and fill the environment (.venv, or .venv-hosted with STACK=hosted)"
+	@echo "make install      - only create and fill the environment (.venv, or .venv-STACK with STACK=...)"
 	@echo "make install-torch - add PyTorch to it, for lesson 12 (make test and make notebooks do it themselves)"
 	@echo "make unit         - unit tests without the slow end-to-end ones"
 	@echo "make lint         - ruff and the notebook rules (tools/nblint.py), without the course's environment"
@@ -111,8 +141,9 @@ help:
 	@echo "make sync-notebooks - everything generated from the lessons' registry: README's table, the course map,"
 	@echo "                    the workshop tables, each notebook's badges and Setup, the one notebook format"
 	@echo "make clean        - remove the environments, the time capsule and built outputs"
-	@echo "STACK=pinned|hosted|latest  pinned (default): requirements.txt, Python 3.11; hosted: Colab/Kaggle's versions,"
-	@echo "                    Python 3.13; latest: the newest releases (requirements-latest.txt), Python 3.13"
+	@echo "STACK=pinned|hosted|kaggle|latest|nightly  pinned (default): requirements.txt, Python 3.11; hosted: Colab's"
+	@echo "                    versions, Python 3.13; kaggle: Kaggle's image, Python 3.12; latest: the newest releases"
+	@echo "                    (requirements-latest.txt), Python 3.13; nightly: keras-nightly + the pinned pins, Python 3.11"
 	@echo "MULTIGPU_MODE=quick|full selects quick (CI, laptops) or full (real GPUs) training."
 
 $(STAMP): $(or $(LOCK),$(REQUIREMENTS)) pyproject.toml
@@ -132,6 +163,7 @@ $(STAMP): $(or $(LOCK),$(REQUIREMENTS)) pyproject.toml
 	  UV_LINK_MODE=copy $$uv pip install -q --compile-bytecode --python $(PY) $(HASHES) -r $(INSTALL_FROM); \
 	else echo "uv is not available: installing $(INSTALL_FROM) with pip (slower)"; \
 	  $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q $(HASHES) -r $(INSTALL_FROM); fi
+	$(POST_INSTALL)
 	$(PY) -m pip install -q $(HELPERS_INSTALL)
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "$(KERNEL_DISPLAY_NAME)" >/dev/null
 	mkdir -p $(VENV)/share/jupyter/lab/settings && cp lab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
@@ -151,19 +183,21 @@ $(TORCH_STAMP): $(STAMP) $(wildcard $(TORCH_REQUIREMENTS))
 
 install-torch: $(TORCH_STAMP)
 
-# The hashed locks of the pinned and hosted stacks, from their requirements files (uv: on PATH, in .venv, or put into
-# a small venv of its own). --universal: one lock for Linux, macOS and Windows. PyTorch (lesson 12's extra) stays
-# outside: its CPU build comes from PyTorch's index or a machine's own disk, whose files are not PyPI's. The old lock
-# is uv's starting point: a package keeps its locked version unless the requirements file asks for another.
+# The hashed locks of the pinned, hosted and kaggle stacks, from their requirements files (uv: on PATH, in .venv, or
+# put into a small venv of its own). --universal: one lock for Linux, macOS and Windows; Kaggle's is one platform
+# (Linux x86_64, Python 3.12: its numpy 2.0.2 has no wheels for 3.13). PyTorch (lesson 12's extra) stays outside:
+# its CPU build comes from PyTorch's index or a machine's own disk, whose files are not PyPI's. The old lock is uv's
+# starting point: a package keeps its locked version unless the requirements file asks for another.
 LOCK_VENV ?= _build/lock-venv
 lock:
 	@uv=$$(command -v uv || { [ -x .venv/bin/uv ] && echo .venv/bin/uv; } || true); \
 	if [ -z "$$uv" ]; then [ -x $(LOCK_VENV)/bin/uv ] || { python3 -m venv --clear $(LOCK_VENV) && \
 	  $(LOCK_VENV)/bin/python -m pip install -q uv; }; uv=$(LOCK_VENV)/bin/uv; fi; \
-	for pair in requirements.txt:requirements.lock:3.11 requirements-hosted.txt:requirements-hosted.lock:3.13; do \
-	  IFS=: read -r req lock py <<< "$$pair"; echo "$$req -> $$lock (Python $$py)"; \
+	for pair in requirements.txt:requirements.lock:3.11:--universal requirements-hosted.txt:requirements-hosted.lock:3.13:--universal \
+	  requirements-kaggle.txt:requirements-kaggle.lock:3.12:--python-platform=x86_64-unknown-linux-gnu; do \
+	  IFS=: read -r req lock py where <<< "$$pair"; echo "$$req -> $$lock (Python $$py, $$where)"; \
 	  { [ ! -f $$lock ] || cp $$lock $$lock.tmp; } && \
-	  $$uv pip compile -q --generate-hashes --universal --python-version $$py --no-header $$req -o $$lock.tmp && \
+	  $$uv pip compile -q --generate-hashes $$where --python-version $$py --no-header $$req -o $$lock.tmp && \
 	  { echo "# Generated by \`make lock\` from $$req: every package with its hashes; make install uses --require-hashes."; \
 	    cat $$lock.tmp; } > $$lock && rm $$lock.tmp || exit 1; done
 
@@ -225,6 +259,7 @@ capsule-record: $(STAMP) capsule
 # On the pinned stack each lesson that passes leaves its executed copy for the website ($(BOOK_DIR)/executed).
 # TEST_PATHS=tests, then TEST_PATHS=notebooks, splits it in two sessions (CI: both stacks' tests at once, then the
 # lessons alone, so that their times stay honest), with PYTEST_ARGS=--outputs-file=PATH in both for the error index.
+# Other paths run some (the scheduled nightly run: lesson 12 and its tests).
 TEST_PATHS ?= tests notebooks
 test: $(TORCH_STAMP)
 	$(REFRESH_HELPERS)
@@ -262,7 +297,7 @@ sync-notebooks:
 	python3 tools/nbtemplate.py check
 
 clean:
-	rm -rf .venv .venv-hosted .venv-latest .venv-book $(CAPSULE) _build _output
+	rm -rf .venv .venv-hosted .venv-kaggle .venv-latest .venv-nightly .venv-book $(CAPSULE) _build _output
 
 # Scaling benchmark for instructors / GPU machines: writes a CSV and a PNG under _output/bench/.
 bench: $(STAMP)

@@ -29,6 +29,8 @@ SUPPORTED: dict[str, tuple[str, str]] = {
     "keras": ("3.13", "3.15"),
     "jax": ("0.7", "0.12"),
 }
+#: Nightly builds installed under another distribution name with the same import name (the nightly stack, CI).
+NIGHTLY = {"keras": "keras-nightly"}
 #: Distributions shown in the stack line (only those installed).
 SHOWN = ("tensorflow", "keras", "jax", "numpy")
 #: The Keras release that fixed the last known multi-replica bug (TensorFlow backend): older ones train or report
@@ -54,13 +56,16 @@ def version_tuple(version: str) -> tuple[int, ...]:
 
 
 def installed(dist: str) -> Optional[str]:
-    """Version of an installed distribution (``"python"`` for the interpreter), or None if absent."""
+    """Version of an installed distribution (``"python"`` for the interpreter), or None if absent. ``"keras"`` is
+    also found as ``keras-nightly`` (:data:`NIGHTLY`), which installs the same import name."""
     if dist == "python":
         return platform.python_version()
-    try:
-        return md.version(dist)
-    except md.PackageNotFoundError:
-        return None
+    for name in (dist, NIGHTLY.get(dist)):
+        try:
+            return md.version(name) if name else None
+        except md.PackageNotFoundError:
+            continue
+    return None
 
 
 def at_least(dist: str, minimum: str) -> bool:

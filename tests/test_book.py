@@ -215,7 +215,8 @@ def test_the_sites_requirements_stay_out_of_the_course_environment():
     site = {ln.split("==")[0] for ln in (ROOT / "requirements-book.txt").read_text().splitlines()
             if ln and not ln.startswith("#")}
     assert {"sphinx", "myst-nb", "sphinx-book-theme", "playwright"} <= site
-    for req in ("requirements.txt", "requirements-hosted.txt", "requirements-latest.txt", "environment.yml"):
+    for req in ("requirements.txt", "requirements-hosted.txt", "requirements-kaggle.txt", "requirements-latest.txt",
+                "requirements-nightly.txt", "environment.yml"):
         text = (ROOT / req).read_text().lower()
         assert not [name for name in site if name in text], req
     in_course_venv = Path(sys.prefix).resolve() in {(ROOT / v).resolve() for v in (".venv", ".venv-hosted")}

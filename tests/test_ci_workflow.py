@@ -91,7 +91,7 @@ def test_the_full_run_is_make_test_on_both_stacks():
 
 def test_an_unknown_stack_is_refused():
     """The check above would pass a made-up stack if the Makefile accepted anything."""
-    bad = subprocess.run(["make", "-n", "help", "STACK=nightly"], cwd=ROOT, capture_output=True, text=True,
+    bad = subprocess.run(["make", "-n", "help", "STACK=tpu"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60, stdin=subprocess.DEVNULL, env=_env())
     assert bad.returncode != 0 and "not a stack" in bad.stderr
 
@@ -101,6 +101,37 @@ def test_the_latest_stack_is_the_pinned_one_with_lower_bounds():
         return [ln.split(sep) for ln in (ROOT / name).read_text().splitlines() if ln and not ln.startswith("#")]
 
     assert entries("requirements-latest.txt", ">=") == entries("requirements.txt", "==")
+
+
+def test_the_nightly_stack_is_the_pinned_one_with_keras_nightly():
+    def entries(name):
+        return [ln.split("==")[0] if "==" in ln else ln for ln in (ROOT / name).read_text().splitlines()
+                if ln and not ln.startswith("#")]
+
+    pinned = entries("requirements.txt")
+    assert entries("requirements-nightly.txt") == [
+        "keras-nightly>=3.16.0.dev0" if name == "keras" else name for name in pinned]
+    pins = [ln for ln in (ROOT / "requirements-nightly.txt").read_text().splitlines() if "==" in ln]
+    assert pins == [ln for ln in (ROOT / "requirements.txt").read_text().splitlines()
+                    if "==" in ln and not ln.startswith(("#", "keras=="))]
+
+
+def test_the_schedule_runs_the_kaggle_and_nightly_stacks():
+    """The scheduled workflow runs every lesson on the Kaggle stack, and lesson 12 with its tests on the nightly
+    stack, each on the Python its Makefile entry asks for (tests/test_environment.py checks those)."""
+    jobs = _workflow()["jobs"]
+    for job, command, python in (("kaggle", "make notebooks STACK=kaggle", "3.12"),
+                                 ("nightly", "make test STACK=nightly", "3.11")):
+        steps = jobs[job]["steps"]
+        assert "schedule" in jobs[job]["if"] and [st["run"] for st in steps if "run" in st] == [command], job
+        assert [st["with"]["python-version"] for st in steps if "setup-python" in st.get("uses", "")] == [python]
+    paths = jobs["nightly"]["env"]["TEST_PATHS"].split()
+    assert "notebooks/12_pytorch_backend_across_devices.ipynb" in paths and "tests/test_lesson12.py" in paths
+    assert all((ROOT / p).is_file() for p in paths), paths
+    dry = subprocess.run(["make", "-n", "--no-print-directory", "test", "STACK=nightly"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL, env=_env())
+    # Keras's main branch is outside the range whose messages TROUBLESHOOTING.md indexes: no index check there
+    assert dry.stdout.splitlines()[-1].startswith("CHECK_ERROR_INDEX=0 "), dry.stdout[-500:]
 
 
 def test_contributing_names_only_real_targets():

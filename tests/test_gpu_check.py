@@ -100,9 +100,9 @@ def test_the_kaggle_cell_runs_every_shape_of_a_t4x2(tmp_path):
 
     block = re.search(r"```bash\n(.*?)```", generate.kaggle_cell(ROOT), re.S).group(1)
     [loop] = [line[1:] for line in block.splitlines() if line.startswith("!for ")]
-    pins = (ROOT / "requirements-hosted.txt").read_text()
+    pins = (ROOT / "requirements-kaggle.txt").read_text()
     for pin in re.findall(r"(\S+==\S+)", block):
-        assert pin in pins, f"the Kaggle cell installs {pin}, the hosted stack pins otherwise"
+        assert pin in pins, f"the Kaggle cell installs {pin}, the kaggle stack pins otherwise"
     env = _fake_smi(tmp_path, CSV["t4x2"])
     shim = tmp_path / "python"        # `python` as on Kaggle; `run` only records what it would run
     shim.write_text(f'#!/bin/sh\nif [ "$2" = run ]; then echo "RUN $3 $4 $5"; else exec {sys.executable} "$@"; fi\n')

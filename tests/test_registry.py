@@ -50,7 +50,7 @@ GOOD = {"title": "T", "summary": "s", "kaggle": "k", "words": 1000, "dominates":
     (lambda e: e.update(taught=["TODO"]), "taught must be a list of distinct strings"),
     (lambda e: e.update(taught="fit("), "taught must be a list of distinct strings"),
     (lambda e: e.update(stacks=[]), "stacks must name at least one"),
-    (lambda e: e.update(stacks=["colab"]), "stacks may name only pinned, hosted, latest"),
+    (lambda e: e.update(stacks=["colab"]), "stacks may name only pinned, hosted, kaggle, latest, nightly"),
     (lambda e: e.update(jax="yes"), "jax must be true or false"),
     (lambda e: e.update(slurm=["a.sbatch", "a.sbatch"]), "slurm must be a list of distinct strings"),
 ])
@@ -67,7 +67,7 @@ def test_an_incomplete_entry_is_refused(edit, words):
 def _course(tmp_path: Path, blocks: dict[str, list]) -> Path:
     """A made-up repository: the real README, CONTRIBUTING, guide and data, and one notebook per entry."""
     root = tmp_path / "repo"
-    for rel in ("README.md", "CONTRIBUTING.md", "docs/workshop.md", "docs/timings.json", "requirements-hosted.txt"):
+    for rel in ("README.md", "CONTRIBUTING.md", "docs/workshop.md", "docs/timings.json", "requirements-kaggle.txt"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, root / rel)
     (root / "notebooks").mkdir()

@@ -28,6 +28,21 @@ def test_at_least_reads_the_installed_version(monkeypatch):
         versions.at_least("torch", "2.0")
 
 
+def test_keras_nightly_counts_as_keras(monkeypatch):
+    """keras-nightly installs the import name keras: the Setup line and at_least must see its version."""
+    found = {"keras-nightly": "3.16.0.dev2026102704", "tensorflow": "2.21.0"}
+
+    def version(name):
+        if name not in found:
+            raise versions.md.PackageNotFoundError(name)
+        return found[name]
+
+    monkeypatch.setattr(versions.md, "version", version)
+    assert versions.installed("keras") == "3.16.0.dev2026102704" and versions.at_least("keras", "3.16")
+    assert versions.installed("jax") is None and versions.versions()["keras"] == "3.16.0.dev2026102704"
+    assert "keras 3.16.0.dev2026102704 (supported: 3.13-3.15)" in versions.stack_line()
+
+
 def test_outside_the_range_is_a_note_not_an_error():
     old = {"python": "3.10.12", "tensorflow": "2.19.0", "keras": "3.16.0", "jax": "0.10.2"}
     assert versions.outside_range(old) == ["python 3.10.12 (supported: 3.11-3.13)",

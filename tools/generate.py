@@ -4,7 +4,7 @@ command: ``make sync-notebooks`` (``python3 tools/generate.py``). ``--check`` li
 What it writes, each between its markers (``<!-- NAME:begin ... -->`` ... ``<!-- NAME:end -->``) or whole:
 - README.md: the launch badges of lesson 00 (``badges``) and the lesson table (``lessons``);
 - CONTRIBUTING.md: the Kaggle cell that checks the course on two T4s (``kaggle-gpu-check``: the repository's
-  address from tools/links.py, nbval's pin from requirements-hosted.txt);
+  address from tools/links.py, nbval's pin from requirements-kaggle.txt);
 - helpers/course_map.json: the course map lesson 00 prints (``helpers.course``), package data, so it works where
   the helpers are pip-installed without the notebooks (Colab, Kaggle);
 - docs/workshop.md: the plan line (``plan``), the timing table (``timings``: tools/timings.py, from the measured
@@ -91,11 +91,12 @@ def readme(text: str, lessons: list[registry.Lesson]) -> str:
 
 
 def kaggle_cell(root: Path) -> str:
-    """The Kaggle notebook cell that runs every lesson on two T4s (tools/gpu_check.py), with the hosted stack."""
-    pins = (Path(root) / "requirements-hosted.txt").read_text(encoding="utf-8")
+    """The Kaggle notebook cell that runs every lesson on two T4s (tools/gpu_check.py), with Kaggle's own stack
+    (requirements-kaggle.txt's nbval)."""
+    pins = (Path(root) / "requirements-kaggle.txt").read_text(encoding="utf-8")
     nbval = re.search(r"^nbval==(\S+)", pins, re.M)
     if not nbval:
-        raise ValueError("requirements-hosted.txt pins no nbval")
+        raise ValueError("requirements-kaggle.txt pins no nbval")
     return ("```bash\n"
             f"!git clone --depth 1 {links.REPO_URL} /kaggle/working/course\n"
             "%cd /kaggle/working/course\n"

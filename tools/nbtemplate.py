@@ -82,7 +82,7 @@ def new_notebook(path: str, title: str, learn: str = "TODO", devices: int = 2) -
     check_name(path)
     course = {"title": title, "summary": "TODO", "kaggle": "TODO", "words": 2600, "dominates": "TODO",
               "workshop": [{"session": "optional", "minutes": 30, "part": "", "notes": "TODO"}],
-              "taught": ["TODO"], "stacks": ["pinned", "hosted", "latest"], "jax": False, "slurm": []}
+              "taught": ["TODO"], "stacks": ["pinned", "hosted", "kaggle", "latest"], "jax": False, "slurm": []}
     cells = [
         _md(header_markdown(path, title, learn, course["kaggle"])),
         _md("## Setup\n\nRun these two cells first. They install nothing outside Colab."),

@@ -15,7 +15,7 @@ An entry (the lesson's number is its file name's ``NN``)::
       "dominates": "importing TensorFlow, ...",    # what its run time is spent on (the guide's timing table)
       "workshop": [{"session": 1, "minutes": 10, "part": "the quick start", "notes": "..."}],
       "taught": ["tf.distribute.MirroredStrategy(", ...],  # the calls it teaches, each written in a cell (nblint)
-      "stacks": ["pinned", "hosted", "latest"],    # the stacks whose `make test` runs it
+      "stacks": ["pinned", "hosted", "kaggle", "latest"],  # the stacks whose `make test` runs it
       "jax": false,                                # it runs Keras on JAX (setup_notebook(backend="jax"))
       "slurm": ["mwms_job.sbatch", ...]            # the %%writefile files `make slurm-check` submits ([]: none)
     }
@@ -40,8 +40,8 @@ FIELDS = ("title", "summary", "kaggle", "words", "dominates", "workshop", "taugh
 BLOCK_FIELDS = ("session", "minutes", "part", "notes")
 SESSIONS = (1, 2, "optional")
 MAX_WORDS = 2_600
-#: The stacks a lesson can run on (the Makefile's STACK=...).
-STACKS = ("pinned", "hosted", "latest")
+#: The stacks a lesson can run on (the Makefile's STACK=...): nightly runs only what needs Keras's main branch.
+STACKS = ("pinned", "hosted", "kaggle", "latest", "nightly")
 
 
 @dataclass(frozen=True)
