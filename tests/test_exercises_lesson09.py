@@ -157,7 +157,14 @@ def _constant_metric():
     return RowsSeen
 
 
-def test_09_2_a_constant_result_fails_on_the_second_row_count(replicas):
+@pytest.mark.parametrize("second", [18, 24, 30])
+def test_09_2_a_constant_result_fails_on_the_second_row_count(replicas, second, monkeypatch):
+    """Whichever second count the check draws: 24 rows on 2 replicas is 12 a replica, and the message is still the
+    constant's, not the per-replica reading's."""
+    from helpers.exercises import lesson09
+
+    assert second in lesson09.MORE_ROWS_09_2
+    monkeypatch.setattr(lesson09.RANDOM, "choice", lambda options: second)
     ok, text = _verdict("09.2", _constant_metric())
-    assert not ok and "the metric says 12 rows, but fit trained on" in text, text
+    assert not ok and f"the metric says 12 rows, but fit trained on {second} rows" in text, text
     assert "(on 12 rows it said 12: does result() count?)" in text, text
