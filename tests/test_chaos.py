@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.one_stack(reason="make chaos runs on the pinned stack only (CI: after the lessons)")
+
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

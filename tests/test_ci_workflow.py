@@ -44,7 +44,7 @@ def _make_lines(text: str) -> list[str]:
     """The `make ...` commands of a shell script (`phase "NAME" make X ...` and `background "NAME" make X ...`
     count as `make X ...`)."""
     found = []
-    for line in text.splitlines():
+    for line in re.sub(r"\\\n\s*", " ", text).splitlines():   # a command continued on the next line is one line
         m = re.search(r'(?:^|\s)(?:phase|background) "[^"]*" (make .*)$', line) or re.match(r"\s*(make .*)$", line)
         if m and not line.lstrip().startswith("#"):
             found.append(re.sub(r"\s*(&&|\|\||\\)$", "", m.group(1).strip()))   # a command chained to the next
@@ -81,9 +81,14 @@ def test_the_full_run_is_make_test_on_both_stacks():
             "make capsule", "make chaos KILLS=2"} <= full, full
     for stack, extra in (("", ""), (" STACK=hosted", "--stack-only ")):
         halves = [ln for ln in lines if ln.startswith(f"make test{stack} TEST_PATHS=")]
-        files = {ln.split("--outputs-file=")[1].split()[0].strip('"') for ln in halves}
         assert sorted(ln.split("TEST_PATHS=")[1].split()[0] for ln in halves) == ["notebooks", "tests"], halves
-        assert len(files) == 1 and all(extra in ln for ln in halves if "TEST_PATHS=tests" in ln), halves
+        [tests_half] = [ln for ln in halves if "TEST_PATHS=tests" in ln]
+        [lessons_half] = [ln for ln in halves if "TEST_PATHS=notebooks" in ln]
+        assert extra in tests_half, tests_half
+        [written] = re.findall(r"--outputs-file=(\S+?)\"?(?:\s|$)", tests_half)
+        shards = re.findall(r"--shard=\$1/(\d+)", tests_half)   # K/N: each of the N sessions writes its own file
+        expected = {written.replace("$1", str(k)) for k in range(1, int(shards[0]) + 1)} if shards else {written}
+        assert set(re.findall(r"--outputs-file=(\S+?)\"?(?:\s|$)", lessons_half)) == expected, (tests_half, lessons_half)
     dry = subprocess.run(["make", "-n", "--no-print-directory", "test"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60, stdin=subprocess.DEVNULL, env=_env())
     assert " NB_RERUN=each " in dry.stdout.splitlines()[-1], dry.stdout[-500:]

@@ -19,6 +19,10 @@ import pytest
 from helpers import exercises
 from helpers.exercises import capstone
 
+#: The wrong-answer cases run on one stack: a wrong answer fails for its logic, whatever the versions; on the
+#: other stacks the solution (tests/test_exercises.py) and the lesson run.
+WRONG_ANSWERS = pytest.mark.one_stack(reason="wrong answers fail for their logic, whatever the versions")
+
 CAPSTONE = "05.2"
 SOLUTION_SOURCE = capstone.SOLUTION.read_text()
 #: A right answer of another kind, the one lesson 05's section 2 starts from: ModelCheckpoint with the best score
@@ -201,6 +205,7 @@ def test_the_solution_follows_lesson_05s_job_script():
         assert gone not in SOLUTION_SOURCE, gone
 
 
+@WRONG_ANSWERS
 @pytest.mark.slow
 def test_capstone_a_keras_callbacks_answer_passes(tmp_path):
     """ModelCheckpoint + initial_value_threshold + BackupAndRestore, as a learner may port it: accepted."""
@@ -209,6 +214,7 @@ def test_capstone_a_keras_callbacks_answer_passes(tmp_path):
     assert "resumed at epoch 2" in text and "best.keras kept the best model" in text, text
 
 
+@WRONG_ANSWERS
 @pytest.mark.slow
 def test_capstone_batch_rate_and_resume_left_alone(tmp_path):
     """Global batch left at 32, learning rate left at 0.01, fit not told the epochs done: three messages."""
@@ -224,6 +230,7 @@ def test_capstone_batch_rate_and_resume_left_alone(tmp_path):
     assert text.count("; ") == 2, text                       # one message per problem
 
 
+@WRONG_ANSWERS
 @pytest.mark.slow
 def test_capstone_best_model_lost_after_the_restart(tmp_path):
     """ModelCheckpoint without initial_value_threshold (lesson 05's trap): the first (worse) epoch after the
@@ -234,6 +241,7 @@ def test_capstone_best_model_lost_after_the_restart(tmp_path):
                       "initial_value_threshold=", absent=("started over", "global batch is", "learning rate is"))
 
 
+@WRONG_ANSWERS
 @pytest.mark.slow
 def test_capstone_old_monitor_name(tmp_path):
     answer = _variant(tmp_path, ('monitor="val_accuracy"', 'monitor="val_acc"'), source=KERAS_CALLBACKS_ANSWER)
@@ -241,6 +249,7 @@ def test_capstone_old_monitor_name(tmp_path):
                       absent=("global batch is", "learning rate is", "started over"))
 
 
+@WRONG_ANSWERS
 @pytest.mark.slow
 def test_capstone_the_given_script_as_answer():
     """Handing in the unported script: the checker names the Keras 3 form of its first failing line."""

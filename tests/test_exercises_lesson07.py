@@ -14,6 +14,10 @@ import pytest
 from helpers import exercises
 from helpers.exercises import lesson07
 
+#: The wrong-answer cases run on one stack: a wrong answer fails for its logic, whatever the versions; on the
+#: other stacks the solution (tests/test_exercises.py) and the lesson run.
+WRONG_ANSWERS = pytest.mark.one_stack(reason="wrong answers fail for their logic, whatever the versions")
+
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "07_multi_worker_and_fault_tolerance.ipynb"
 
 
@@ -52,6 +56,7 @@ def no_update(model, optimizer, x, y, global_batch_size):
     model(x)
 
 
+@WRONG_ANSWERS
 @pytest.mark.parametrize("answer, ok, words", [
     (keras_default_loss, True, "one device's step on the global batch of 8"),
     (keras_loss_divided_again, False, "the step is 1/2 of one device's: the loss was divided twice"),
@@ -90,6 +95,7 @@ def _module_from(source, tmp_path):
     return module.make_dataset
 
 
+@WRONG_ANSWERS
 @pytest.mark.slow
 def test_07_2_the_broken_snippet_fails(tmp_path):
     ok, text = _verdict("07.2", _module_from(_broken_snippet("07.2"), tmp_path))
@@ -109,6 +115,7 @@ def per_worker_arithmetic(ctx, x, y, global_batch):                      # right
     return ds.batch(global_batch // ctx.num_input_pipelines, drop_remainder=True)
 
 
+@WRONG_ANSWERS
 @pytest.mark.parametrize("answer, ok, words", [
     (no_shard, False, "both workers read the examples"),
     (per_worker_arithmetic, True, "both take 6 steps"),

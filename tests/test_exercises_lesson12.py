@@ -16,6 +16,10 @@ import torch  # noqa: F401  (the wrong answers below name torch, as the ranks' a
 from helpers import exercises
 from helpers.exercises import lesson12
 
+#: The wrong-answer cases run on one stack: a wrong answer fails for its logic, whatever the versions; on the
+#: other stacks the solution (tests/test_exercises.py) and the lesson run.
+WRONG_ANSWERS = pytest.mark.one_stack(reason="wrong answers fail for their logic, whatever the versions")
+
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "12_pytorch_backend_across_devices.ipynb"
 
 
@@ -68,6 +72,7 @@ def raises(ddp_model, optimizer, loss_fn, x, y):                  # a typo: the 
     optimizer.stpe()
 
 
+@WRONG_ANSWERS
 @pytest.mark.slow
 @pytest.mark.parametrize("answer, ok, words", [
     (keras_loss_as_it_is, True, "one process's step on the global batch of 32, twice"),
@@ -136,6 +141,7 @@ def nobody_saves(ddp_model, loader, optimizer, loss_fn, epochs, out_dir):
             optimizer.step()
 
 
+@WRONG_ANSWERS
 @pytest.mark.slow
 @pytest.mark.parametrize("answer, words", [
     (only_set_epoch_missing, ["each epoch read the same rows in the same order"]),
@@ -149,6 +155,7 @@ def test_12_2_wrong_answers(answer, words):
     assert "training=True" not in text, text                  # each of them calls the model as it should
 
 
+@WRONG_ANSWERS
 @pytest.mark.slow
 def test_12_2_the_notebooks_broken_function_has_both_faults(tmp_path):
     ok, text = _verdict("12.2", _notebook_run_epochs(tmp_path))

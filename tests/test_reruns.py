@@ -13,6 +13,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+pytestmark = pytest.mark.one_stack(reason="each cell runs twice on the pinned stack only (the Makefile's TEST_RERUN)")
+
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFTEST = f"import sys\nsys.path.insert(0, {str(ROOT / 'tools')!r})\npytest_plugins = ['pytest_course']\n"
 

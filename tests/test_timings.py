@@ -14,6 +14,9 @@ import pytest_course as root_conftest  # tools/pytest_course.py (the root confte
 import registry  # tools/registry.py
 import timings  # tools/timings.py
 
+pytestmark = pytest.mark.one_stack(reason="the plugin's timing logic; every lesson's time is checked on both stacks")
+
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = timings.notebook_names()
 

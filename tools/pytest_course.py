@@ -30,6 +30,9 @@
    and leaves out the stack-free tests and those marked ``one_stack`` (one stack's run covers them); the first
    stack's run ran them all. Every test item carries the ``stack`` mark when it touches the stack (``-m stack``).
 8. A run split in two sessions (tests, then notebooks) keeps the error-index check whole with ``--outputs-file``.
+   The tests' half may itself run as N sessions at once, ``--shard=K/N`` (item K, K+N, K+2N...: each
+   parametrized case is an item, so that a file of heavy cases is shared out), each with its own outputs file;
+   the notebooks' session takes every one (``--outputs-file`` given once per file).
 9. Slow tests: a test that took over ``SLOW_S`` seconds without the ``slow`` mark is named in the summary.
 """
 
@@ -151,10 +154,24 @@ def pytest_addoption(parser):
     parser.addoption("--stack-only", action="store_true", default=False,
                      help="the second stack's run: only the notebooks and the tests that touch the stack "
                           "(tools/testscope.py), not the stack-free ones nor those marked one_stack")
-    parser.addoption("--outputs-file", default=None,
+    parser.addoption("--outputs-file", action="append", default=[],
                      help="a run split in two sessions (make test TEST_PATHS=tests, then TEST_PATHS=notebooks): the "
                           "tests' session writes what they printed here, the notebooks' session reads it, so the "
-                          "error-index check sees both")
+                          "error-index check sees both; the notebooks' session takes it once per tests' shard")
+    parser.addoption("--shard", default=None, metavar="K/N",
+                     help="run items K, K+N, K+2N... (1 <= K <= N) of those collected: N sessions at once share "
+                          "the tests out on a machine with cores to spare")
+
+
+def shard_of(spec: str) -> "tuple[int, int]":
+    """``"K/N"`` as (K, N), 1 <= K <= N; a ``pytest.UsageError`` that says what is wrong otherwise."""
+    try:
+        k, n = (int(part) for part in spec.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"--shard={spec!r}: expected K/N, e.g. 1/2") from None
+    if not 1 <= k <= n:
+        raise pytest.UsageError(f"--shard={spec!r}: K must be between 1 and N")
+    return k, n
 
 
 def on_this_stack(path) -> bool:
@@ -196,6 +213,9 @@ def pytest_collection_modifyitems(session, config, items):
             _LEFT_OUT.append((item.nodeid, "stack-free" if why is None else "one_stack"))
         else:
             keep.append(item)
+    if config.getoption("shard"):
+        k, n = shard_of(config.getoption("shard"))
+        keep = [item for i, item in enumerate(keep) if i % n == k - 1]
     if len(keep) < len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
@@ -395,17 +415,20 @@ def pytest_sessionfinish(session, exitstatus):
     ran_tests = any("tests" in str(a) for a in session.config.args)
     outputs = session.config.getoption("outputs_file")
     if outputs and ran_tests and _RAN_NOTEBOOKS != all_nbs:   # the tests' half of a split run: keep what they said
-        Path(outputs).parent.mkdir(parents=True, exist_ok=True)
-        Path(outputs).write_text("\n".join(_OUTPUT), encoding="utf-8")
+        if len(outputs) > 1:
+            raise pytest.UsageError(f"--outputs-file given {len(outputs)} times: the tests' half writes one file")
+        Path(outputs[0]).parent.mkdir(parents=True, exist_ok=True)
+        Path(outputs[0]).write_text("\n".join(_OUTPUT), encoding="utf-8")
         return
     if not all_nbs or _RAN_NOTEBOOKS != all_nbs or not os.environ.get("CHECK_ERROR_INDEX", "1") == "1":
         return
     if not ran_tests:
         if not outputs:
             return
-        if not Path(outputs).is_file():
-            raise pytest.UsageError(f"--outputs-file={outputs}: no such file; the tests' half of the run writes it")
-        _OUTPUT.append(Path(outputs).read_text(encoding="utf-8"))   # the notebooks' half: both halves together
+        for path in outputs:   # the notebooks' half: both halves together, every shard of the tests' half
+            if not Path(path).is_file():
+                raise pytest.UsageError(f"--outputs-file={path}: no such file; the tests' half of the run writes it")
+            _OUTPUT.append(Path(path).read_text(encoding="utf-8"))
     index = (root / "TROUBLESHOOTING.md").read_text(encoding="utf-8")
     # The "## Slurm" section's messages come from a real Slurm: make slurm-check produces and checks them all.
     slurm = set(error_index.parse(error_index.section(index, "Slurm")))
