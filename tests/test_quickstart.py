@@ -87,6 +87,29 @@ def test_readme_states_the_guarantee_next_to_the_script():
     assert "never deletes or overwrites a file it did not create" in section
 
 
+def test_readme_shows_make_chaos_table_with_every_figure_perfect():
+    """Next to the guarantee: `make chaos`'s summary (tools/chaos.py --markdown), 20 kills a job or more, half of
+    them mid-write, for the four jobs, and nothing but perfect figures (a pasted failure fails here)."""
+    import chaos  # tools/chaos.py
+
+    section = README.read_text(encoding="utf-8").split(HEADING + "\n", 1)[1].split("\n## ", 1)[0]
+    rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in section.splitlines()
+            if ln.startswith("| ") and "---" not in ln]
+    header = rows[0]
+    assert header[:7] == ["job", "kills", "resumes that worked", "epochs lost per kill", "unloadable files",
+                          "best model kept", "processes left over"], header
+    titles = {job.title.split(",")[0] for job in chaos.JOBS}
+    assert {row[0] for row in rows[1:]} == titles and len(rows) == 1 + len(titles), rows
+    for job, kills, worked, lost, unloadable, best, leftover, *_ in rows[1:]:
+        done, asked, writes = (int(n) for n in re.fullmatch(r"(\d+) of (\d+) \((\d+) mid-write\)", kills).groups())
+        assert done == asked >= 20 and writes >= asked // 2, (job, kills)
+        assert worked == f"{done} of {done}" and lost == "0 (every kill)", (job, worked, lost)
+        assert unloadable == "0" and leftover == "0" and "FAILED" not in best, (job, unloadable, best, leftover)
+        if best != "n/a (no best file)":
+            kept, trials = (int(n) for n in re.fullmatch(r"(\d+) of (\d+) trials", best).groups())
+            assert kept == trials > 0, (job, best)
+
+
 RUN = "train_2gpus.run"
 OWN = [".made-by-train_2gpus", "best.keras", "state.weights.h5"]    # all the job leaves in its folder
 NO_HELPERS = ["-c", "import runpy, sys; sys.modules['helpers'] = None; runpy.run_path('train_2gpus.py', "
