@@ -155,3 +155,13 @@ def test_lint_needs_no_course_environment(tmp_path):
     assert "course-venv" not in dry.stdout and "requirements.txt" not in dry.stdout, dry.stdout
     pin = re.search(r"^ruff==\S+$", (ROOT / "requirements.txt").read_text(), re.M).group(0)
     assert f"pip install -q --disable-pip-version-check {pin}" in dry.stdout
+
+
+def test_ci_stops_first_when_the_disk_is_too_full():
+    """The landing run once died halfway through an install, "No space left on device": now it stops before any
+    install, saying how much is free and how much it needs."""
+    done = subprocess.run(["bash", ".ci/run"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**_env(), "CI_MIN_FREE_GB": "100000"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "=== not enough disk:" in done.stdout and "CI needs about 100000 GB" in done.stdout
+    assert "=== lint" not in done.stdout    # nothing ran before the check
