@@ -434,16 +434,32 @@ def test_ctrl_c_kills_workers(tmp_path):
         print("ready", flush=True)
         time.sleep(120)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", f"from helpers import cluster; cluster.run([{script!r}], 2)"],
-                            cwd=str(Path(cluster.__file__).parent.parent), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as in a terminal (handled, not blocked), whatever this test process's signal state is: a child inherits
+    # the ignored signals and the blocked ones (twice, in a full CI session, the child outlived the Ctrl-C by 30 s,
+    # as one that ignores it does).
+    # SIGUSR1 makes it print where it is: if it outlives the Ctrl-C, the failure says where it was.
+    code = ("import faulthandler, signal; faulthandler.register(signal.SIGUSR1); "
+            "signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); "
+            f"from helpers import cluster; cluster.run([{script!r}], 2)")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=str(Path(cluster.__file__).parent.parent),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 60
         while len(pidfile.read_text().split() if pidfile.exists() else []) < 2:
             assert time.time() < deadline and proc.poll() is None
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            proc.kill()
+            out, err = proc.communicate(timeout=30)
+            pytest.fail("still running 30 s after Ctrl-C:\n" + "\n".join(
+                ln for ln in status.splitlines() if ln.startswith(("State", "Sig", "Shd"))) + "\n" + err[-3000:])
     finally:
         proc.kill()
     assert proc.returncode != 0 and "KeyboardInterrupt" in err
