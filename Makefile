@@ -258,7 +258,7 @@ capsule-record: $(STAMP) capsule
 # capsule where `make capsule` built it, else its recorded transcript; `make test` does not build it unasked.
 # On the pinned stack each lesson that passes leaves its executed copy for the website ($(BOOK_DIR)/executed).
 # TEST_PATHS=tests, then TEST_PATHS=notebooks, splits it in two sessions (CI: both stacks' tests at once, then the
-# lessons after, both stacks' at once), with PYTEST_ARGS=--outputs-file=PATH in both for the error index.
+# lessons alone, so that their times stay honest), with PYTEST_ARGS=--outputs-file=PATH in both for the error index.
 # Other paths run some (the scheduled nightly run: lesson 12 and its tests).
 TEST_PATHS ?= tests notebooks
 test: $(TORCH_STAMP)
