@@ -41,11 +41,11 @@ def test_makefile_targets_are_read_correctly():
 
 
 def _make_lines(text: str) -> list[str]:
-    """The `make ...` commands of a shell script (`phase "NAME" make X ...` and `background "NAME" make X ...`
-    count as `make X ...`)."""
+    """The `make ...` commands of a shell script (`phase "NAME" make X ...`, `background "NAME" make X ...` and
+    `low make X ...`, the same at low CPU priority, count as `make X ...`)."""
     found = []
     for line in re.sub(r"\\\n\s*", " ", text).splitlines():   # a command continued on the next line is one line
-        m = re.search(r'(?:^|\s)(?:phase|background) "[^"]*" (make .*)$', line) or re.match(r"\s*(make .*)$", line)
+        m = re.search(r'(?:^|\s)(?:phase|background) "[^"]*" (make .*)$', line) or re.match(r"\s*(?:low )?(make .*)$", line)
         if m and not line.lstrip().startswith("#"):
             found.append(re.sub(r"\s*(&&|\|\||\\)$", "", m.group(1).strip()))   # a command chained to the next
     return found
@@ -71,24 +71,30 @@ def test_every_step_is_ci_run_or_a_makefile_target():
 
 
 def test_the_full_run_is_make_test_on_both_stacks():
-    """.ci/run calls the README's test command on both stacks, each split in its tests and its lessons with one
-    outputs file for the error index (on the pinned stack each cell runs twice: the Makefile's TEST_RERUN; the
-    hosted stack's tests are those that touch it), and the other checks CI promises."""
-    lines = _make_lines((ROOT / ".ci" / "run").read_text())
+    """.ci/run calls the README's test command on both stacks, each split in its tests and its lessons (on the pinned
+    stack each cell runs twice: the Makefile's TEST_RERUN; the hosted stack's tests are those that touch it), each
+    session writing what it printed to a file of its own, and the error-index check reads every one of them; and
+    the other checks CI promises."""
+    text = (ROOT / ".ci" / "run").read_text()
+    lines = _make_lines(text)
     full = {" ".join(w for w in line.split() if not w.startswith(("TEST_PATHS=", "PYTEST_ARGS=", "--"))
                      and w != "\\") for line in lines}
     assert {"make test", "make test STACK=hosted", "make book-test", "make slurm-check", "make lint",
             "make capsule", "make chaos KILLS=2"} <= full, full
+    written = []
     for stack, extra in (("", ""), (" STACK=hosted", "--stack-only ")):
         halves = [ln for ln in lines if ln.startswith(f"make test{stack} TEST_PATHS=")]
         assert sorted(ln.split("TEST_PATHS=")[1].split()[0] for ln in halves) == ["notebooks", "tests"], halves
         [tests_half] = [ln for ln in halves if "TEST_PATHS=tests" in ln]
-        [lessons_half] = [ln for ln in halves if "TEST_PATHS=notebooks" in ln]
         assert extra in tests_half, tests_half
-        [written] = re.findall(r"--outputs-file=(\S+?)\"?(?:\s|$)", tests_half)
-        shards = re.findall(r"--shard=\$1/(\d+)", tests_half)   # K/N: each of the N sessions writes its own file
-        expected = {written.replace("$1", str(k)) for k in range(1, int(shards[0]) + 1)} if shards else {written}
-        assert set(re.findall(r"--outputs-file=(\S+?)\"?(?:\s|$)", lessons_half)) == expected, (tests_half, lessons_half)
+        for half in halves:
+            [path] = re.findall(r"--outputs-file=(\S+?)\"?(?:\s|$)", half)
+            shards = re.findall(r"--shard=\$1/(\d+)", half)   # K/N: each of the N sessions writes its own file
+            written += [path.replace("$1", str(k)) for k in range(1, int(shards[0]) + 1)] if shards else [path]
+    assert len(set(written)) == len(written) == 5, written
+    [check] = re.findall(r"python3 tools/error_index.py check (\S+)", text)
+    assert check == '"$outputs"/{pinned,hosted}-*.txt', check
+    assert all(re.fullmatch(r"\$outputs/(pinned|hosted)-[^/]*\.txt", path) for path in written), written
     dry = subprocess.run(["make", "-n", "--no-print-directory", "test"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60, stdin=subprocess.DEVNULL, env=_env())
     assert " NB_RERUN=each " in dry.stdout.splitlines()[-1], dry.stdout[-500:]

@@ -75,3 +75,45 @@ def test_every_link_inside_the_index_lands_on_a_heading():
     links = re.findall(r"\]\(#([^)\s]+)\)", text)
     assert len(links) > 50
     assert not sorted(set(links) - anchors)
+
+
+SLURM_SAMPLE = SAMPLE + """
+## Slurm
+### A Slurm one
+**Message:**
+```
+srun: error: Unable to allocate resources
+```
+
+## After
+### Last
+**Message:**
+```
+ValueError: last one
+```
+"""
+
+
+def test_unproduced_leaves_out_the_slurm_section_only():
+    """make slurm-check produces the Slurm section's messages; every other one must come from the run."""
+    said = "TypeError: can't pickle module objects"
+    assert [e.heading for e in ts.unproduced(SLURM_SAMPLE, said)] == ["Mixing strategies", "Last"]
+    assert [e.heading for e in ts.unproduced(SLURM_SAMPLE, said + "\nValueError: last one")] == ["Mixing strategies"]
+
+
+def test_check_reads_every_sessions_file_together(tmp_path, monkeypatch, capsys):
+    """CI's split run: each session wrote what it printed (--outputs-file); the check passes only on all of them."""
+    index = tmp_path / "TROUBLESHOOTING.md"
+    index.write_text(SLURM_SAMPLE, encoding="utf-8")
+    monkeypatch.setattr(ts, "INDEX", index)
+    tests_part, lessons_part = tmp_path / "tests.txt", tmp_path / "lessons.txt"
+    tests_part.write_text("TypeError: can't pickle\n module objects\nValueError: last one", encoding="utf-8")
+    lessons_part.write_text("RuntimeError: Mixing different tf.distribute.Strategy objects: <a at 0x1> is not <b>",
+                            encoding="utf-8")
+    assert ts.main(["check", str(tests_part)]) == 1
+    assert "- Mixing strategies: RuntimeError: Mixing" in capsys.readouterr().out
+    assert ts.main(["check", str(tests_part), str(lessons_part)]) == 0
+    assert "every indexed message was produced in this run (2 sessions)" in capsys.readouterr().out
+    assert ts.main(["check", str(tests_part), str(tmp_path / "absent.txt")]) == 2
+    assert "no such file" in capsys.readouterr().out
+    assert ts.main([]) == 2 and ts.main(["chek", str(tests_part)]) == 2

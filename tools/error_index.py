@@ -6,11 +6,16 @@ fenced block right after a ``**Message:**`` line; ``make test`` collects every
 output the notebooks and tests produce and fails if any indexed message was not
 produced in that run.  ``...`` inside a message stands for a part that varies
 (addresses, paths), and whitespace differences are ignored.
+
+A run split in sessions (CI: the tests in shards, the lessons apart) checks the same with
+``python3 tools/error_index.py check FILE...`` once every session wrote what it printed
+(``pytest --outputs-file=FILE``, tools/pytest_course.py).
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,3 +76,40 @@ def section(text: str, title: str) -> str:
         raise ValueError(f"expected one '## {title}' heading, found {len(starts)}")
     end = re.search(r"^## ", text[starts[0]:], re.M)
     return text[starts[0]:starts[0] + end.start()] if end else text[starts[0]:]
+
+
+#: The index: every message in it must be produced by the course's own run.
+INDEX = Path(__file__).resolve().parent.parent / "TROUBLESHOOTING.md"
+
+
+def unproduced(index_text: str, output: str) -> list[Entry]:
+    """The entries of ``index_text`` that ``output`` does not produce, less its ``## Slurm`` section's, which come
+    from a real Slurm (``make slurm-check`` produces and checks them)."""
+    slurm = set(parse(section(index_text, "Slurm")))
+    return missing([e for e in parse(index_text) if e not in slurm], output)
+
+
+def main(argv: list[str]) -> int:
+    """``check FILE...``: every indexed message (TROUBLESHOOTING.md, less the Slurm section) occurs in the files
+    together (each what one session of a split run printed); exit 1 naming each that does not."""
+    if len(argv) < 2 or argv[0] != "check":
+        print("usage: python3 tools/error_index.py check FILE...  (what each session of a split run printed)")
+        return 2
+    files = [Path(a) for a in argv[1:]]
+    absent = [str(f) for f in files if not f.is_file()]
+    if absent:
+        print(f"no such file: {', '.join(absent)} (pytest --outputs-file=FILE writes it)")
+        return 2
+    not_made = unproduced(INDEX.read_text(encoding="utf-8"),
+                          "\n".join(f.read_text(encoding="utf-8") for f in files))
+    if not_made:
+        print(f"TROUBLESHOOTING.md: messages not produced by any notebook or test ({len(files)} sessions):")
+        for e in not_made:
+            print(f"- {e.heading}: {e.message}")
+        return 1
+    print(f"TROUBLESHOOTING.md: every indexed message was produced in this run ({len(files)} sessions).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

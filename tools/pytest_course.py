@@ -29,10 +29,10 @@
    the helpers, the stack's Python: tools/testscope.py decides from each test's source, so nobody keeps a list)
    and leaves out the stack-free tests and those marked ``one_stack`` (one stack's run covers them); the first
    stack's run ran them all. Every test item carries the ``stack`` mark when it touches the stack (``-m stack``).
-8. A run split in two sessions (tests, then notebooks) keeps the error-index check whole with ``--outputs-file``.
-   The tests' half may itself run as N sessions at once, ``--shard=K/N`` (item K, K+N, K+2N...: each
-   parametrized case is an item, so that a file of heavy cases is shared out), each with its own outputs file;
-   the notebooks' session takes every one (``--outputs-file`` given once per file).
+8. A run split in sessions (the tests, the notebooks; the tests themselves as N sessions at once, ``--shard=K/N``:
+   item K, K+N, K+2N..., each parametrized case an item, so that a file of heavy cases is shared out) keeps the
+   error-index check whole: each session writes what it printed to its own ``--outputs-file``, and
+   ``python3 tools/error_index.py check FILE...`` checks them together once all have ended.
 9. Slow tests: a test that took over ``SLOW_S`` seconds without the ``slow`` mark is named in the summary.
 """
 
@@ -155,9 +155,9 @@ def pytest_addoption(parser):
                      help="the second stack's run: only the notebooks and the tests that touch the stack "
                           "(tools/testscope.py), not the stack-free ones nor those marked one_stack")
     parser.addoption("--outputs-file", action="append", default=[],
-                     help="a run split in two sessions (make test TEST_PATHS=tests, then TEST_PATHS=notebooks): the "
-                          "tests' session writes what they printed here, the notebooks' session reads it, so the "
-                          "error-index check sees both; the notebooks' session takes it once per tests' shard")
+                     help="one session of a run split in several (make test TEST_PATHS=tests, TEST_PATHS=notebooks, "
+                          "--shard): write what it printed here, for `python3 tools/error_index.py check FILE...` "
+                          "over every session's file, in place of this session's error-index check")
     parser.addoption("--shard", default=None, metavar="K/N",
                      help="run items K, K+N, K+2N... (1 <= K <= N) of those collected: N sessions at once share "
                           "the tests out on a machine with cores to spare")
@@ -414,25 +414,15 @@ def pytest_sessionfinish(session, exitstatus):
     all_nbs = {p.name for p in (root / "notebooks").glob("*.ipynb") if on_this_stack(p)}
     ran_tests = any("tests" in str(a) for a in session.config.args)
     outputs = session.config.getoption("outputs_file")
-    if outputs and ran_tests and _RAN_NOTEBOOKS != all_nbs:   # the tests' half of a split run: keep what they said
+    if outputs:   # one session of a split run: keep what it printed; tools/error_index.py check reads every one
         if len(outputs) > 1:
-            raise pytest.UsageError(f"--outputs-file given {len(outputs)} times: the tests' half writes one file")
+            raise pytest.UsageError(f"--outputs-file given {len(outputs)} times: each session writes one file")
         Path(outputs[0]).parent.mkdir(parents=True, exist_ok=True)
         Path(outputs[0]).write_text("\n".join(_OUTPUT), encoding="utf-8")
         return
-    if not all_nbs or _RAN_NOTEBOOKS != all_nbs or not os.environ.get("CHECK_ERROR_INDEX", "1") == "1":
+    if not ran_tests or not all_nbs or _RAN_NOTEBOOKS != all_nbs or not os.environ.get("CHECK_ERROR_INDEX", "1") == "1":
         return
-    if not ran_tests:
-        if not outputs:
-            return
-        for path in outputs:   # the notebooks' half: both halves together, every shard of the tests' half
-            if not Path(path).is_file():
-                raise pytest.UsageError(f"--outputs-file={path}: no such file; the tests' half of the run writes it")
-            _OUTPUT.append(Path(path).read_text(encoding="utf-8"))
-    index = (root / "TROUBLESHOOTING.md").read_text(encoding="utf-8")
-    # The "## Slurm" section's messages come from a real Slurm: make slurm-check produces and checks them all.
-    slurm = set(error_index.parse(error_index.section(index, "Slurm")))
-    missing = error_index.missing([e for e in error_index.parse(index) if e not in slurm], "\n".join(_OUTPUT))
+    missing = error_index.unproduced((root / "TROUBLESHOOTING.md").read_text(encoding="utf-8"), "\n".join(_OUTPUT))
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     if missing:
         if tr:
