@@ -41,11 +41,11 @@ def test_makefile_targets_are_read_correctly():
 
 
 def _make_lines(text: str) -> list[str]:
-    """The `make ...` commands of a shell script (`phase "NAME" make X ...`, `background "NAME" make X ...` and
-    `low make X ...`, the same at low CPU priority, count as `make X ...`)."""
+    """The `make ...` commands of a shell script (`phase "NAME" make X ...` and `background "NAME" make X ...`
+    count as `make X ...`)."""
     found = []
     for line in re.sub(r"\\\n\s*", " ", text).splitlines():   # a command continued on the next line is one line
-        m = re.search(r'(?:^|\s)(?:phase|background) "[^"]*" (make .*)$', line) or re.match(r"\s*(?:low )?(make .*)$", line)
+        m = re.search(r'(?:^|\s)(?:phase|background) "[^"]*" (make .*)$', line) or re.match(r"\s*(make .*)$", line)
         if m and not line.lstrip().startswith("#"):
             found.append(re.sub(r"\s*(&&|\|\||\\)$", "", m.group(1).strip()))   # a command chained to the next
     return found
