@@ -45,6 +45,7 @@ def gemma3_1b_variables() -> dict[str, tuple]:
     return {v.path: tuple(real[d] for d in v.shape) for v in backbone.weights}
 
 
+@pytest.mark.slow   # reason: imports keras-hub and builds a Gemma 3 backbone: 57 s inside the hosted stack's full run
 def test_every_variable_over_1_mib_is_split_or_kept_whole_for_a_written_reason():
     kept_whole, layout_map_of = lesson_map()
     assert kept_whole and all(isinstance(why, str) and len(why.split()) >= 3 for why in kept_whole.values())
