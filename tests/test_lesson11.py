@@ -45,7 +45,9 @@ def gemma3_1b_variables() -> dict[str, tuple]:
     return {v.path: tuple(real[d] for d in v.shape) for v in backbone.weights}
 
 
-@pytest.mark.slow   # reason: imports keras-hub and builds a Gemma 3 backbone: 57 s inside the hosted stack's full run
+# slow: builds a keras-hub Gemma 3 backbone; under 1 s alone, but 56-57 s inside two hosted full runs (December 2026,
+# cause not found: an order-dependent stall like test_09_2's), so `make unit` leaves it to `make test`
+@pytest.mark.slow
 def test_every_variable_over_1_mib_is_split_or_kept_whole_for_a_written_reason():
     kept_whole, layout_map_of = lesson_map()
     assert kept_whole and all(isinstance(why, str) and len(why.split()) >= 3 for why in kept_whole.values())
