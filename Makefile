@@ -257,8 +257,8 @@ capsule-record: $(STAMP) capsule
 # Every test and every notebook, once, in one session (the error index needs both). Lessons 04/05 use the time
 # capsule where `make capsule` built it, else its recorded transcript; `make test` does not build it unasked.
 # On the pinned stack each lesson that passes leaves its executed copy for the website ($(BOOK_DIR)/executed).
-# TEST_PATHS=tests, then TEST_PATHS=notebooks, splits it in sessions (CI: both stacks' tests at once, then the lessons
-# alone, so that their times stay honest), each with PYTEST_ARGS=--outputs-file=PATH, then
+# TEST_PATHS=tests, then TEST_PATHS=notebooks, splits it in sessions (CI: both stacks' tests at once, each stack's
+# lessons after its tests), each with PYTEST_ARGS=--outputs-file=PATH, then
 # `python3 tools/error_index.py check PATH...` for the error index over them all.
 # Other paths run some (the scheduled nightly run: lesson 12 and its tests).
 TEST_PATHS ?= tests notebooks

@@ -41,11 +41,12 @@ def test_makefile_targets_are_read_correctly():
 
 
 def _make_lines(text: str) -> list[str]:
-    """The `make ...` commands of a shell script (`phase "NAME" make X ...` and `background "NAME" make X ...`
-    count as `make X ...`)."""
+    """The `make ...` commands of a shell script (`phase "NAME" make X ...`, `background "NAME" make X ...` and
+    `step "NAME" make X ...` count as `make X ...`)."""
     found = []
     for line in re.sub(r"\\\n\s*", " ", text).splitlines():   # a command continued on the next line is one line
-        m = re.search(r'(?:^|\s)(?:phase|background) "[^"]*" (make .*)$', line) or re.match(r"\s*(make .*)$", line)
+        m = (re.search(r'(?:^|\s)(?:phase|background|step) "[^"]*"\s+(make .*)$', line)
+             or re.match(r"\s*(make .*)$", line))
         if m and not line.lstrip().startswith("#"):
             found.append(re.sub(r"\s*(&&|\|\||\\)$", "", m.group(1).strip()))   # a command chained to the next
     return found
@@ -87,6 +88,7 @@ def test_the_full_run_is_make_test_on_both_stacks():
         assert sorted(ln.split("TEST_PATHS=")[1].split()[0] for ln in halves) == ["notebooks", "tests"], halves
         [tests_half] = [ln for ln in halves if "TEST_PATHS=tests" in ln]
         assert extra in tests_half, tests_half
+        assert lines.index(tests_half) < lines.index(*set(halves) - {tests_half}), "a stack's lessons before its tests"
         for half in halves:
             [path] = re.findall(r"--outputs-file=(\S+?)\"?(?:\s|$)", half)
             shards = re.findall(r"--shard=\$1/(\d+)", half)   # K/N: each of the N sessions writes its own file
