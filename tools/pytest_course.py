@@ -34,10 +34,15 @@
    error-index check whole: each session writes what it printed to its own ``--outputs-file``, and
    ``python3 tools/error_index.py check FILE...`` checks them together once all have ended.
 9. Slow tests: a test that took over ``SLOW_S`` seconds without the ``slow`` mark is named in the summary.
+10. Where the CPU goes: ``--cpu-files=N`` adds up each test's CPU seconds (this process's and those of the child
+   processes it waited for, with theirs: a framework started in a child costs seconds) per test file, and the
+   summary names the N files that took most. CI's runs are bound by the CPU, so these, not wall times, say which
+   tests to make cheaper.
 """
 
 
 import os
+import resource
 import shutil
 import tempfile
 import time
@@ -161,6 +166,43 @@ def pytest_addoption(parser):
     parser.addoption("--shard", default=None, metavar="K/N",
                      help="run items K, K+N, K+2N... (1 <= K <= N) of those collected: N sessions at once share "
                           "the tests out on a machine with cores to spare")
+    parser.addoption("--cpu-files", type=int, default=0, metavar="N",
+                     help="name the N test files that took most CPU seconds (this process's and its children's)")
+
+
+# ---- where the CPU goes (--cpu-files) ----------------------------------------------------------------------
+
+_CPU_S: dict = defaultdict(float)           # test file -> CPU seconds of its items (self + waited-for children)
+_CPU_ITEMS: dict = defaultdict(int)         # test file -> items run
+
+
+def cpu_seconds() -> float:
+    """CPU seconds so far of this process and of every child process it has waited for (and theirs)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def top_cpu_files(cpu: dict, items: dict, n: int) -> "list[str]":
+    """The summary's lines: the session's total, then the ``n`` files that took most CPU seconds, most first."""
+    if n < 1:
+        raise ValueError(f"n must be a positive number of files, got {n!r}")
+    lines = [f"CPU seconds: {sum(cpu.values()):.0f} in {sum(items.values())} test(s) (this process and the "
+             "children it waited for)"]
+    for path, secs in sorted(cpu.items(), key=lambda kv: (-kv[1], kv[0]))[:n]:
+        lines.append(f"{secs:8.1f} s  {path} ({items[path]} test(s))")
+    return lines
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not item.config.getoption("--cpu-files"):
+        yield
+        return
+    start = cpu_seconds()
+    yield
+    path = item.nodeid.split("::")[0]
+    _CPU_S[path] += cpu_seconds() - start
+    _CPU_ITEMS[path] += 1
 
 
 def shard_of(spec: str) -> "tuple[int, int]":
@@ -339,6 +381,10 @@ def pytest_terminal_summary(terminalreporter):
     for secs, nodeid in sorted(_UNMARKED_SLOW, reverse=True):
         tr.write_line(f"slow but not marked slow: {nodeid} took {secs:.0f} s (over {SLOW_S:.0f} s: make it faster "
                       "or mark it slow and say why)", yellow=True)
+    if _CPU_S:
+        tr.section("CPU seconds per test file")
+        for line in top_cpu_files(_CPU_S, _CPU_ITEMS, tr.config.getoption("--cpu-files")):
+            tr.write_line(line)
     if not _NB_TIMES:
         return
     mode = config.mode()
