@@ -16,17 +16,20 @@ from pytest_course import top_cpu_files  # noqa: E402
 BUSY = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end:\n    pass\n"
 
 
-def test_a_childs_cpu_counts_and_a_sleep_does_not(tmp_path):
+def _session(tmp_path, *args):
     (tmp_path / "conftest.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT / 'tools')!r})\n"
                                           "pytest_plugins = ['pytest_course']\n")
+    env = {k: v for k, v in os.environ.items() if k != "STACK"}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=env)
+
+
+def test_a_childs_cpu_counts_and_a_sleep_does_not(tmp_path):
     (tmp_path / "test_child.py").write_text(
         f"import subprocess, sys\n\ndef test_busy_child():\n    subprocess.run([sys.executable, '-c', {BUSY!r}], "
         "check=True)\n")
     (tmp_path / "test_sleep.py").write_text("import time\n\ndef test_sleeps():\n    time.sleep(0.6)\n")
-    env = {k: v for k, v in os.environ.items() if k != "STACK"}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--cpu-files=5"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                            env=env)
+    result = _session(tmp_path, "--cpu-files=5")
     assert result.returncode == 0, result.stdout[-2000:]
     rows = {name: secs for secs, name in
             re.findall(r"^\s*([\d.]+) s  (test_\w+\.py) \(1 test\(s\)\)$", result.stdout, flags=re.M)}
@@ -41,3 +44,9 @@ def test_the_top_files_most_first_and_a_bad_count_refused():
     assert [line.split()[2] for line in lines[1:]] == ["b.py", "c.py"]
     with pytest.raises(ValueError, match="positive number of files"):
         top_cpu_files({}, {}, 0)
+
+
+def test_a_negative_count_stops_the_session(tmp_path):
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    result = _session(tmp_path, "--cpu-files=-1")
+    assert result.returncode == 4 and "--cpu-files=-1: give a number of files" in result.stderr, result.stderr[-800:]

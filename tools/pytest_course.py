@@ -145,6 +145,9 @@ def rerun_mode() -> str:
 
 def pytest_configure(config):
     rerun_mode()                                 # a wrong NB_RERUN stops the run before any notebook starts
+    if config.getoption("--cpu-files", 0) < 0:
+        raise pytest.UsageError(f"--cpu-files={config.getoption('--cpu-files')}: give a number of files, 1 or more "
+                                "(0, the default, names none)")
 
 
 # ---- the second stack's run (--stack-only) and slow tests --------------------------------------------------
