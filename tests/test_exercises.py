@@ -38,6 +38,25 @@ def not_yet(key, answer, *phrases, hint=True):
     return text
 
 
+def one_job_verdicts(key, module, mode, answers, monkeypatch):
+    """Each answer's verdict for ``key``, judged on its own reports from one two-process job for all of them
+    (``module.run_answers``: lesson 07's workers or lesson 12's ranks, each answer on a fresh model), instead of a
+    job per answer; {answer: (ok, text)}. An answer that raises or waits forever ends the job: give it alone."""
+    runs = dict(zip(answers, module.run_answers(answers, mode)))
+
+    def reports(fn, asked):     # the checker asks for its exercise's mode: reports of another would be misjudged
+        assert asked == mode, f"{key}'s checker runs its answers in mode {asked!r}, not {mode!r}"
+        return runs[fn]
+    monkeypatch.setattr(module, "_run_answer", reports)
+    verdicts = {}
+    for answer in answers:
+        ok, text = exercises.verdict(key, answer)
+        assert text.startswith(f"Exercise {key} - {'correct' if ok else 'not yet'}: "), text
+        assert "could not check" not in text, text
+        verdicts[answer] = ok, text
+    return verdicts
+
+
 def notebook_snippet(key, **names):
     """Run the code the lesson's exercise cell shows above `answer = ...`, unchanged; the names it defines."""
     [path] = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob(f"{key[:2]}_*.ipynb"))

@@ -1,8 +1,9 @@
 """Lesson 07's worker-script exercises: right, wrong and unattempted answers, each checked on two real workers.
 
 Every checker copies the answer's source into a small worker script and starts two MultiWorkerMirroredStrategy
-workers with helpers.cluster, so every case that reaches the checker starts two TensorFlow processes (~10 s).
-The solutions themselves run in tests/test_exercises.py.
+workers with helpers.cluster: two TensorFlow processes (~10 s). Here the answers of one exercise share one job
+(``one_job_verdicts``: each on a fresh model, each judged on its own outputs); an answer that waits forever has a
+job of its own. The solutions themselves run in tests/test_exercises.py.
 """
 
 import importlib.util
@@ -10,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_exercises import one_job_verdicts
 
 from helpers import exercises
 from helpers.exercises import lesson07
@@ -56,17 +58,24 @@ def no_update(model, optimizer, x, y, global_batch_size):
     model(x)
 
 
-@WRONG_ANSWERS
-@pytest.mark.parametrize("answer, ok, words", [
+#: 07.1's answers, with the verdict and words each gets.
+CASES_07_1 = [
     (keras_default_loss, True, "one device's step on the global batch of 8"),
     (keras_loss_divided_again, False, "the step is 1/2 of one device's: the loss was divided twice"),
     (local_mean, False, "the step is 2x one device's: each worker divided by its own 4 rows"),
     (no_update, False, "the weights did not change"),
-])
-@pytest.mark.slow
-def test_07_1_on_two_workers(answer, ok, words):
-    got, text = _verdict("07.1", answer)
-    assert got is ok and words in text, text
+]
+
+
+@WRONG_ANSWERS
+@pytest.mark.slow  # reason: one two-worker TensorFlow job for all four answers (about 10 s here)
+def test_07_1_on_two_workers(monkeypatch):
+    """Each answer's verdict on its own outputs from one job (each on a fresh model: the right one among them
+    passes, so no answer's step leaks into the next)."""
+    got = one_job_verdicts("07.1", lesson07, "step", [answer for answer, _, _ in CASES_07_1], monkeypatch)
+    wrong = [f"{answer.__name__}: {got[answer][1]}" for answer, ok, words in CASES_07_1
+             if got[answer][0] is not ok or words not in got[answer][1]]
+    assert not wrong, "\n".join(wrong)
 
 
 def test_07_1_unattempted_and_lambda_start_nothing(monkeypatch):
@@ -95,15 +104,6 @@ def _module_from(source, tmp_path):
     return module.make_dataset
 
 
-@WRONG_ANSWERS
-@pytest.mark.slow
-def test_07_2_the_broken_snippet_fails(tmp_path):
-    ok, text = _verdict("07.2", _module_from(_broken_snippet("07.2"), tmp_path))
-    assert not ok, text
-    assert "a worker's batch has 8 rows: the global batch of 8 is shared by 2 workers" in text, text
-    assert "drop the partial last batch" in text, text
-
-
 def no_shard(ctx, x, y, global_batch):
     ds = tf.data.Dataset.from_tensor_slices((x, y))
     return ds.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True)
@@ -116,14 +116,17 @@ def per_worker_arithmetic(ctx, x, y, global_batch):                      # right
 
 
 @WRONG_ANSWERS
-@pytest.mark.parametrize("answer, ok, words", [
-    (no_shard, False, "both workers read the examples"),
-    (per_worker_arithmetic, True, "both take 6 steps"),
-])
-@pytest.mark.slow
-def test_07_2_on_two_workers(answer, ok, words):
-    got, text = _verdict("07.2", answer)
-    assert got is ok and words in text, text
+@pytest.mark.slow  # reason: one two-worker TensorFlow job for all three answers (about 10 s here)
+def test_07_2_on_two_workers_and_the_broken_snippet(tmp_path, monkeypatch):
+    """Each on its own outputs from one job; the notebook's broken snippet fails for both of its faults."""
+    broken = _module_from(_broken_snippet("07.2"), tmp_path)
+    cases = {no_shard: (False, ["both workers read the examples"]),
+             per_worker_arithmetic: (True, ["both take 6 steps"]),
+             broken: (False, ["a worker's batch has 8 rows: the global batch of 8 is shared by 2 workers",
+                              "drop the partial last batch"])}
+    got = one_job_verdicts("07.2", lesson07, "data", list(cases), monkeypatch)
+    for answer, (ok, words) in cases.items():
+        assert got[answer][0] is ok and all(w in got[answer][1] for w in words), (answer.__name__, got[answer][1])
 
 
 # ---- a worker that waits forever: the check ends, and nothing is left ------------------------------------

@@ -1,8 +1,9 @@
 """Lesson 12's exercises: right, wrong and unattempted answers, each checked on two real torchrun ranks.
 
-Every answer that reaches a checker starts a 2-process torchrun job with Keras on PyTorch (seconds each, hence
-``slow``). The solutions themselves run in tests/test_exercises.py; the broken function the notebook shows for
-12.2 is taken from its exercise cell.
+A learner's check starts a 2-process torchrun job with Keras on PyTorch (seconds, hence ``slow``). Here the answers
+of one exercise that end on both ranks share one job (``one_job_verdicts``: each on a fresh model, each judged on
+its own reports); an answer that raises or waits forever has a job of its own. The solutions themselves run in
+tests/test_exercises.py; the broken function the notebook shows for 12.2 is taken from its exercise cell.
 """
 
 import importlib.util
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch  # noqa: F401  (the wrong answers below name torch, as the ranks' answer.py does)
+from test_exercises import one_job_verdicts
 
 from helpers import exercises
 from helpers.exercises import lesson12
@@ -72,9 +74,9 @@ def raises(ddp_model, optimizer, loss_fn, x, y):                  # a typo: the 
     optimizer.stpe()
 
 
-@WRONG_ANSWERS
-@pytest.mark.slow
-@pytest.mark.parametrize("answer, ok, words", [
+#: 12.1's answers that end on both ranks, with the verdict and words each gets: `raises` ends its job, so it runs
+#: alone (test_12_1_an_answer_that_raises_is_named).
+CASES_12_1 = [
     (keras_loss_as_it_is, True, "one process's step on the global batch of 32, twice"),
     (pytorch_train_mode, False, "the steps are right for this model, but your code called the model without "
                                 "training=True: Keras takes the flag from the call, never from PyTorch's .train()"),
@@ -83,11 +85,25 @@ def raises(ddp_model, optimizer, loss_fn, x, y):                  # a typo: the 
     (around_ddp, False, "the two ranks' weights differ after a step: call the model DDP wrapped"),
     (gradients_kept, False, "the first step is right, the second is not"),
     (no_step, False, "the weights did not change"),
-    (raises, False, "your function raised, in rank 0: AttributeError: 'SGD' object has no attribute 'stpe'"),
-])
-def test_12_1_on_two_ranks(answer, ok, words):
-    got, text = _verdict("12.1", answer)
-    assert got is ok and words in text, text
+]
+
+
+@WRONG_ANSWERS
+@pytest.mark.slow  # reason: one 2-rank torchrun job with Keras on PyTorch for all six answers (about 10 s here)
+def test_12_1_on_two_ranks(monkeypatch):
+    """Each answer's verdict on its own reports from one torchrun job (each on a fresh model: the right one among
+    them passes, so no answer's steps leak into the next)."""
+    got = one_job_verdicts("12.1", lesson12, "step", [answer for answer, _, _ in CASES_12_1], monkeypatch)
+    wrong = [f"{answer.__name__}: {got[answer][1]}" for answer, ok, words in CASES_12_1
+             if got[answer][0] is not ok or words not in got[answer][1]]
+    assert not wrong, "\n".join(wrong)
+
+
+@WRONG_ANSWERS
+@pytest.mark.slow  # reason: a 2-rank torchrun job with Keras on PyTorch (about 10 s here)
+def test_12_1_an_answer_that_raises_is_named():
+    got, text = _verdict("12.1", raises)
+    assert not got and "your function raised, in rank 0: AttributeError: 'SGD' object has no attribute 'stpe'" in text
 
 
 def test_12_1_unattempted_and_lambda_start_nothing(monkeypatch):
@@ -142,26 +158,20 @@ def nobody_saves(ddp_model, loader, optimizer, loss_fn, epochs, out_dir):
 
 
 @WRONG_ANSWERS
-@pytest.mark.slow
-@pytest.mark.parametrize("answer, words", [
-    (only_set_epoch_missing, ["each epoch read the same rows in the same order"]),
-    (every_rank_saves, ["rank 1 wrote ['model.keras'] too"]),
-    (nobody_saves, ["rank 0 wrote no checkpoint"]),
-])
-def test_12_2_wrong_answers(answer, words):
-    ok, text = _verdict("12.2", answer)
-    assert not ok and all(w in text for w in words), text
-    assert ("same order" in text) == (answer is only_set_epoch_missing), text
-    assert "training=True" not in text, text                  # each of them calls the model as it should
-
-
-@WRONG_ANSWERS
-@pytest.mark.slow
-def test_12_2_the_notebooks_broken_function_has_both_faults(tmp_path):
-    ok, text = _verdict("12.2", _notebook_run_epochs(tmp_path))
-    assert not ok and "same rows in the same order" in text, text
-    assert "rank 1 wrote ['model-0.keras', 'model-1.keras'] too" in text, text
-    assert "training=True" not in text, text                      # its steps call the model as they should
+@pytest.mark.slow  # reason: one 2-rank torchrun job with Keras on PyTorch for all four answers (about 10 s here)
+def test_12_2_wrong_answers_and_the_notebooks_broken_function(tmp_path, monkeypatch):
+    """Each on its own reports from one torchrun job; the notebook's broken function has both faults."""
+    broken = _notebook_run_epochs(tmp_path)
+    cases = {only_set_epoch_missing: ["each epoch read the same rows in the same order"],
+             every_rank_saves: ["rank 1 wrote ['model.keras'] too"],
+             nobody_saves: ["rank 0 wrote no checkpoint"],
+             broken: ["same rows in the same order", "rank 1 wrote ['model-0.keras', 'model-1.keras'] too"]}
+    got = one_job_verdicts("12.2", lesson12, "epochs", list(cases), monkeypatch)
+    for answer, words in cases.items():
+        ok, text = got[answer]
+        assert not ok and all(w in text for w in words), (answer.__name__, text)
+        assert ("same order" in text) == (answer in (only_set_epoch_missing, broken)), (answer.__name__, text)
+        assert "training=True" not in text, text                  # each of them calls the model as it should
 
 
 def _epochs_reports(training):

@@ -3,9 +3,14 @@
 Why: a multi-worker step (07: two MultiWorkerMirroredStrategy workers) or a DDP step (12: two gloo ranks under
 torchrun) is only right if it is right in two processes. The checker copies the function's source, below the
 imports the workers need, into ``answer.py`` beside a copy of the lesson's worker script, in a private temporary
-folder; a launcher starts the two processes there; each writes ``out-<i>.json``, which the checker reads back.
-However the run ends (finished, failed, timed out, interrupted, or stopped by the check's time limit) the folder is
-removed and no process is left: :mod:`helpers.subproc` stops each launcher with what it started.
+folder; a launcher starts the two processes there; each writes ``out-<k>-<i>.json`` for the k-th answer, which
+the checker reads back. However the run ends (finished, failed, timed out, interrupted, or stopped by the check's
+time limit) the folder is removed and no process is left: :mod:`helpers.subproc` stops each launcher with what it
+started.
+
+A learner's check runs one answer. :func:`run_answers` runs several, one after the other in the same processes
+(each on its own fresh model), so that the course's tests judge many answers for the cost of one start of the
+frameworks; an answer that raises, or waits forever, ends the job for all, so such an answer runs alone.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import shutil
 import sys
 import textwrap
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Optional, Union
+from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
 
 from .. import subproc
 from ..checks import positive_int, positive_number
@@ -46,38 +51,48 @@ def answer_source(fn: Callable, where: str) -> str:
 
 
 @contextlib.contextmanager
-def job_folder(fn: Callable, worker_script: Union[str, Path], header: str, where: str) -> Iterator[Path]:
-    """A private temporary folder holding ``answer.py`` (``header``, ``fn``'s source, ``ANSWER = <its name>``) and
-    ``worker.py`` (a copy of ``worker_script``); removed on leaving the block, however it is left."""
-    source = answer_source(fn, where)
+def job_folder(fns: Sequence[Callable], worker_script: Union[str, Path], header: str, where: str) -> Iterator[Path]:
+    """A private temporary folder holding ``answer.py`` (``header``, the source of each of ``fns``, then
+    ``ANSWERS = [<their names>]``) and ``worker.py`` (a copy of ``worker_script``); removed on leaving the block,
+    however it is left. A ``ValueError`` for no function or two of one name (the second would hide the first)."""
+    if not fns:
+        raise ValueError("fns must hold at least one function, got none")
+    sources, names = [answer_source(fn, where) for fn in fns], [fn.__name__ for fn in fns]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"each answer needs a name of its own in one job, {twice} appear more than once")
     work = subproc.temp_dir("exercise-job-")
     try:
-        (work / "answer.py").write_text(header + source + f"\n\nANSWER = {fn.__name__}\n")
+        (work / "answer.py").write_text(header + "\n\n".join(sources) + f"\n\nANSWERS = [{', '.join(names)}]\n")
         shutil.copy(worker_script, work / "worker.py")
         yield work
     finally:
         subproc.remove_temp_dir(work)
 
 
-def run_answer(fn: Callable, worker_script: Union[str, Path], header: str, launch: Launch, *,
-               where: str, n: int = 2) -> "tuple[bool, object]":
-    """Run ``fn`` in ``n`` processes that ``launch(folder)`` starts in a :func:`job_folder` and waits for:
-    ``(True, [process 0's report, process 1's, ...])`` (their ``out-<i>.json``), or ``(False, message)``."""
+def run_answers(fns: Sequence[Callable], worker_script: Union[str, Path], header: str, launch: Launch, *,
+                where: str, n: int = 2) -> "list[tuple[bool, object]]":
+    """Run each of ``fns`` in turn in the ``n`` processes that ``launch(folder)`` starts in a :func:`job_folder`
+    and waits for: for each, ``(True, [process 0's report, process 1's, ...])`` (their ``out-<k>-<i>.json``), or
+    ``(False, message)``; when the job fails, or an answer cannot be copied, every answer gets the message."""
     positive_int("n", n)
     try:
-        with job_folder(fn, worker_script, header, where) as work:
+        with job_folder(fns, worker_script, header, where) as work:
             failed = launch(work)
             if failed:
-                return False, failed
-            reports = []
-            for i in range(n):
-                path = work / f"out-{i}.json"
-                if not path.exists():
-                    return False, f"process {i} finished without writing its report (a bug of the checker?)"
-                reports.append(json.loads(path.read_text()))
-            return True, reports
+                return [(False, failed)] * len(fns)
+            results: "list[tuple[bool, object]]" = []
+            for k in range(len(fns)):
+                paths = [work / f"out-{k}-{i}.json" for i in range(n)]
+                missing = [i for i, path in enumerate(paths) if not path.exists()]
+                if missing:
+                    results.append((False, f"process {missing[0]} finished without writing its report (a bug of "
+                                           "the checker?)"))
+                else:
+                    results.append((True, [json.loads(path.read_text()) for path in paths]))
+            return results
     except AnswerSourceError as exc:
-        return False, str(exc)
+        return [(False, str(exc))] * len(fns)
 
 
 def torchrun(folder: Union[str, Path], args: list[str], *, timeout: float, nproc: int = 2,

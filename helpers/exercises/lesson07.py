@@ -29,7 +29,7 @@ WORKER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "exercise07
 
 
 def _launch(mode: str):
-    """The launcher of :func:`helpers.exercises.harness.run_answer`: two workers in the job's folder."""
+    """The launcher of :func:`helpers.exercises.harness.run_answers`: two workers in the job's folder."""
     def launch(work: Path) -> Optional[str]:
         try:
             result = cluster.run([str(work / "worker.py"), mode, str(GLOBAL_BATCH), str(ROWS_07_2)],
@@ -45,9 +45,18 @@ def _launch(mode: str):
     return launch
 
 
+def run_answers(fns: list, mode: str) -> "list[tuple[bool, object]]":
+    """Each of ``fns`` on the same two workers, one after the other, each on a fresh model (``mode``: "step" for
+    07.1's answers, "data" for 07.2's): for each, ``(True, [worker 0's output, worker 1's])`` or
+    ``(False, message)``. One two-worker job for all, as the course's tests use it; a learner's check runs one."""
+    if mode not in ("step", "data"):
+        raise ValueError(f"mode must be 'step' or 'data', got {mode!r}")
+    return harness.run_answers(fns, WORKER_SCRIPT, _HEADER, _launch(mode), where="the workers", n=WORKERS)
+
+
 def _run_answer(fn, mode: str) -> tuple[bool, object]:
     """Run ``fn`` in two workers; ``(True, [worker 0's output, worker 1's])`` or ``(False, message)``."""
-    return harness.run_answer(fn, WORKER_SCRIPT, _HEADER, _launch(mode), where="the workers", n=WORKERS)
+    return run_answers([fn], mode)[0]
 
 
 # ---- 07.1: write the replica step of the worker script ------------------------------------------

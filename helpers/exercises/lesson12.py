@@ -32,7 +32,7 @@ def _in_training_mode(outs: list) -> bool:
 
 
 def _launch(mode: str):
-    """The launcher of :func:`helpers.exercises.harness.run_answer`: a 2-rank torchrun job in the job's folder."""
+    """The launcher of :func:`helpers.exercises.harness.run_answers`: a 2-rank torchrun job in the job's folder."""
     def launch(work: Path) -> Optional[str]:
         try:
             run = harness.torchrun(work, ["worker.py", mode], timeout=TIMEOUT)
@@ -47,9 +47,18 @@ def _launch(mode: str):
     return launch
 
 
+def run_answers(fns: list, mode: str) -> "list[tuple[bool, object]]":
+    """Each of ``fns`` on the same two ranks, one after the other, each on a fresh model (``mode``: "step" for
+    12.1's answers, "epochs" for 12.2's): for each, ``(True, [rank 0's report, rank 1's])`` or ``(False, message)``.
+    One torchrun job for all, as the course's tests use it; a learner's check runs one answer."""
+    if mode not in ("step", "epochs"):
+        raise ValueError(f"mode must be 'step' or 'epochs', got {mode!r}")
+    return harness.run_answers(fns, WORKER_SCRIPT, _HEADER, _launch(mode), where="the ranks")
+
+
 def _run_answer(fn, mode: str) -> tuple[bool, object]:
     """Run ``fn`` on two ranks: ``(True, [rank 0's report, rank 1's])`` or ``(False, message)``."""
-    return harness.run_answer(fn, WORKER_SCRIPT, _HEADER, _launch(mode), where="the ranks")
+    return run_answers([fn], mode)[0]
 
 
 def _check_step(answer):
