@@ -34,7 +34,7 @@ def helpers_version(pyproject: Path = PYPROJECT) -> str:
 #: The one place that names what the notebooks' Setup cell installs on Colab and Kaggle: a commit (40 hex digits,
 #: immutable, unlike a tag) whose ``helpers/`` and ``pyproject.toml`` are this tree's. `make pin-helpers` writes it
 #: after a commit that changed them; tests/test_links.py checks the equality with git (CONTRIBUTING: "Releasing").
-HELPERS_COMMIT = "1f7b2f9cd406737dd6211d93f1dead9169b5d843"
+HELPERS_COMMIT = "5a1bac329dce77de42f4182b3f49fad5254387ed"
 #: The distribution the Setup cell looks for by name (pyproject.toml's ``[project] name``), never an importable
 #: ``helpers`` (a learner's own helpers.py would do).
 HELPERS_DIST = "keras-multigpu-course-helpers"
