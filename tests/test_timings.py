@@ -175,14 +175,27 @@ def test_verdicts():
     assert v(90.1, 45) == "FAILED: over 2x budget"
     assert v(10, 45, failed=True) == "FAILED"
     assert v(1000, None) == "ok"                            # full mode: no budget
-    with pytest.raises(ValueError, match="secs must be >= 0"):
+    with pytest.raises(ValueError, match="secs and cpu must be >= 0"):
         v(-1, 45)
+    # cores shared (--shared-cores): over 2x in wall time fails only when over 2x in CPU seconds too
+    assert v(90.1, 45, cpu=90.5) == "FAILED: over 2x budget" and v(30, 45, cpu=200) == "ok"
+    assert v(90.1, 45, cpu=90) == "over budget (over 2x in wall time only, 90 CPU seconds: the cores were shared)"
+    assert v(90.1, 45, failed=True, cpu=1) == "FAILED"
+    with pytest.raises(ValueError, match="secs and cpu must be >= 0"):
+        v(1, 45, cpu=-1)
     times = {"notebooks/00_a.ipynb": 50.0, "notebooks/01_b.ipynb": 91.0, "notebooks/02_c.ipynb": 10.0}
     assert root_conftest.budget_failures(times, "quick") == ["notebooks/01_b.ipynb"]
     assert root_conftest.budget_failures(times, "full") == []
+    busy, waited = {"notebooks/01_b.ipynb": 85.0}, {"notebooks/01_b.ipynb": 30.0}
+    assert root_conftest.budget_failures(times, "quick", busy) == ["notebooks/01_b.ipynb"]
+    assert root_conftest.budget_failures(times, "quick", waited) == []
     record = root_conftest.times_record(times, {"notebooks/02_c.ipynb"}, "quick")
     assert record["notebooks"]["01_b.ipynb"] == {"seconds": 91.0, "budget_s": root_conftest.BUDGET_S,
-                                                 "verdict": "FAILED: over 2x budget"}
+                                                 "cpu_seconds": None, "verdict": "FAILED: over 2x budget"}
+    shared = root_conftest.times_record(times, set(), "quick", waited, judged=True)["notebooks"]["01_b.ipynb"]
+    assert shared["cpu_seconds"] == 30.0 and shared["verdict"].startswith("over budget (over 2x in wall time only")
+    assert root_conftest.times_record(times, set(), "quick", waited)["notebooks"]["01_b.ipynb"]["verdict"] == \
+        "FAILED: over 2x budget"                            # measured, but not judged: the session had the cores
     assert record["notebooks"]["02_c.ipynb"]["verdict"] == "FAILED"
     assert record["mode"] == "quick" and "tensorflow" in record["packages"]
 
@@ -197,9 +210,15 @@ class _FakeNotebook(pytest.File):
 
 
 class _FakeCell(pytest.Item):
-    def runtest(self):
+    def runtest(self):      # "2.4": waits 2.4 s; "cpu 2.4": computes for 2.4 CPU seconds
         import time
-        time.sleep(float(self.path.read_text()))
+        how, _, secs = self.path.read_text().rpartition(" ")
+        if how == "cpu":
+            start = time.process_time()
+            while time.process_time() - start < float(secs):
+                pass
+        else:
+            time.sleep(float(secs))
 
 
 def pytest_collect_file(file_path, parent):
@@ -244,6 +263,39 @@ def test_over_budget_alone_passes_and_full_mode_has_no_budget(tmp_path):
     assert "no budget in full mode" in result.stdout
 
 
+@pytest.mark.slow
+def test_with_shared_cores_a_notebook_that_waited_passes_and_one_that_computed_fails(tmp_path):
+    """--shared-cores (CI's lesson sessions, beside others): over twice the budget in wall time fails only with
+    the CPU seconds over twice too. A notebook that waits 2.4 s has the wall time of one slowed by a shared core:
+    it passes there, and fails alone, where waiting is the lesson's own slowness."""
+    out = tmp_path / "times.json"
+    files = {"00_waits.ipynb": 2.4, "01_computes.ipynb": "cpu 2.4"}
+    shared = _session(tmp_path, files, NB_TIMES_JSON=str(out), PYTEST_ADDOPTS="--shared-cores")
+    assert shared.returncode == 1, shared.stdout
+    assert "FAILED: over 2x the 1 s budget in wall time and in CPU seconds: 01_computes.ipynb" in shared.stdout
+    lines = {ln.split()[0]: ln for ln in shared.stdout.splitlines() if ".ipynb " in ln}
+    assert "over budget (over 2x in wall time only, 0 CPU seconds" in lines["00_waits.ipynb"], shared.stdout
+    assert lines["01_computes.ipynb"].endswith("FAILED: over 2x budget")
+    written = json.loads(out.read_text())["notebooks"]
+    assert written["00_waits.ipynb"]["cpu_seconds"] < 0.5 <= 2.3 < written["01_computes.ipynb"]["cpu_seconds"]
+    alone = _session(tmp_path, {"00_waits.ipynb": 2.4})
+    assert alone.returncode == 1 and "FAILED: over 2x the 1 s budget: 00_waits.ipynb" in alone.stdout, alone.stdout
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="/proc (Linux) is where the CPU seconds are read")
+def test_process_cpu_seconds_counts_threads_and_the_children_waited_for():
+    me = os.getpid()
+    start = root_conftest.process_cpu_seconds(me)
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                    "while time.process_time() - t < 1.0: pass"], check=True, timeout=60)
+    assert root_conftest.process_cpu_seconds(me) - start >= 0.9          # the child's second, once waited for
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert root_conftest.process_cpu_seconds(gone.pid) is None
+    with pytest.raises(ValueError, match="pid must be a positive process id"):
+        root_conftest.process_cpu_seconds(0)
+
+
 # ---- a learner's kernel and the executed copies (tools/pytest_course.py), through real nbval -----------------
 
 @pytest.mark.slow
@@ -251,7 +303,7 @@ def test_kernels_start_as_a_learners_and_passing_notebooks_leave_executed_copies
     """A unit test sets MPLBACKEND=Agg in the session (as tests/conftest.py does): the notebook's kernel must not
     see it, so its figure is drawn into the copy; a setting the session started with (MULTIGPU_JAX_DEVICES=2, as
     make test STACK=hosted gives it) reaches the kernel though the unit tests drop it; a failing notebook leaves no
-    copy, and removes an older one."""
+    copy, and removes an older one; the notebook's CPU seconds are its kernel's, with the children it waited for."""
     import nbformat
     import nbtemplate  # tools/nbtemplate.py
 
@@ -264,7 +316,11 @@ def test_kernels_start_as_a_learners_and_passing_notebooks_leave_executed_copies
         nbformat.v4.new_markdown_cell("# A lesson"),
         nbformat.v4.new_code_cell("import os\nprint('backend:', os.environ.get('MPLBACKEND'), "
                                   "os.environ.get('MULTIGPU_JAX_DEVICES'))"),
-        nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")])
+        nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()"),
+        nbformat.v4.new_code_cell("import subprocess, sys, time\nt = time.process_time()\n"     # the kernel's CPU
+                                  "while time.process_time() - t < 1.0: pass\n"                 # and its child's
+                                  "subprocess.run([sys.executable, '-c', 'import time\\nt = time.process_time()"
+                                  "\\nwhile time.process_time() - t < 1.0: pass'], check=True)")])
     bad = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("assert False, 'this lesson fails'")])
     nbformat.write(good, tmp_path / "00_good.ipynb")
     nbformat.write(bad, tmp_path / "01_bad.ipynb")
@@ -276,13 +332,15 @@ def test_kernels_start_as_a_learners_and_passing_notebooks_leave_executed_copies
                              "00_good.ipynb", "01_bad.ipynb", "--nbval-lax", "--nbval-current-env"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
                             env={**env, "NB_EXECUTED_DIR": str(copies), "MULTIGPU_JAX_DEVICES": "2",
-                                 "NB_BUDGET_S": "600"})
+                                 "NB_BUDGET_S": "600", "NB_TIMES_JSON": str(tmp_path / "times.json")})
     assert result.returncode == 1 and "1 failed" in result.stdout, result.stdout[-3000:]
     assert sorted(p.name for p in copies.iterdir()) == ["00_good.ipynb"]
     text = (copies / "00_good.ipynb").read_text()
     assert nbtemplate.format_problems(text) == []
     cells = [c for c in json.loads(text)["cells"] if c["cell_type"] == "code"]
-    assert [c["execution_count"] for c in cells] == [1, 2]
+    assert [c["execution_count"] for c in cells] == [1, 2, 3]
+    cpu = json.loads((tmp_path / "times.json").read_text())["notebooks"]["00_good.ipynb"]["cpu_seconds"]
+    assert cpu >= 1.9, f"the kernel's CPU seconds (its own and its child's, 2 s in all): {cpu}"
     said = "".join(cells[0]["outputs"][0]["text"])
     assert said.startswith("backend: ") and "Agg" not in said and said.endswith(" 2\n"), said
     assert any("image/png" in o.get("data", {}) for o in cells[1]["outputs"])

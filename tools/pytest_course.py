@@ -4,7 +4,12 @@
    up per notebook and printed as a table. In quick mode every notebook has a budget of ``NB_BUDGET_S``
    seconds (40 s): over it is "over budget", over twice it FAILS the run, so slow lessons cannot creep in.
    Full mode trains for real and has no budget. With ``NB_TIMES_JSON=path`` the times are also written
-   there, with the mode and the stack's versions (``tools/timings.py record`` reads it).
+   there, with the mode and the stack's versions (``tools/timings.py record`` reads it). Each notebook's CPU
+   seconds are measured too (its kernel's, with the child processes the kernel waited for, first runs only, where
+   ``/proc`` exists). ``--shared-cores`` says the session shares the cores with others (CI's full run: two lesson
+   sessions at once, beside tests): a lesson over twice its budget in wall time then fails only when its CPU
+   seconds are over twice too, since waiting for a core another session holds is not the lesson's slowness; a
+   lesson run alone (``make notebooks``, ``bash .ci/run fast``, ``make timings``) is judged on wall time.
 2. What the learner sees: a cell whose outputs hold native start-up noise or a stray result fails
    (the rule is ``nblint.output_problems``).
 3. The error index: when the whole suite ran (tests and every notebook), every message listed in
@@ -58,6 +63,7 @@ from nbtemplate import canonical_text
 from helpers import config  # standard library only: the mode is read there, as everywhere
 
 _NB_TIMES: dict = defaultdict(float)
+_NB_CPU: dict = {}                          # notebook path -> CPU seconds of its cells' first runs (None: unknown)
 _NB_RERUN_TIMES: dict = defaultdict(float)
 _NB_FAILED: set = set()
 BUDGET_S = float(os.environ.get("NB_BUDGET_S", "40"))
@@ -71,23 +77,50 @@ def budget(path: str, mode: str | None = None) -> float | None:
     return None if (mode or config.mode()) == "full" else BUDGET_S
 
 
-def verdict(secs: float, budget_s: float | None, failed: bool = False) -> str:
-    """'FAILED' (a cell failed), 'FAILED: over 2x budget', 'over budget' or 'ok'."""
-    if secs < 0:
-        raise ValueError(f"secs must be >= 0, got {secs}")
+def verdict(secs: float, budget_s: float | None, failed: bool = False, cpu: float | None = None) -> str:
+    """'FAILED' (a cell failed), 'FAILED: over 2x budget', 'over budget' or 'ok'. ``cpu``: the notebook's CPU
+    seconds in a session that shares the cores (``--shared-cores``), None otherwise: over twice the budget in wall
+    time, it fails only when ``cpu`` is over twice too ('over budget (over 2x in wall time only, ...)')."""
+    if secs < 0 or (cpu is not None and cpu < 0):
+        raise ValueError(f"secs and cpu must be >= 0, got secs={secs}, cpu={cpu}")
     if failed:
         return "FAILED"
     if budget_s is not None and secs > FAIL_FACTOR * budget_s:
-        return f"FAILED: over {FAIL_FACTOR:g}x budget"
+        if cpu is None or cpu > FAIL_FACTOR * budget_s:
+            return f"FAILED: over {FAIL_FACTOR:g}x budget"
+        return (f"over budget (over {FAIL_FACTOR:g}x in wall time only, {cpu:.0f} CPU seconds: the cores were "
+                "shared)")
     if budget_s is not None and secs > budget_s:
         return "over budget"
     return "ok"
 
 
-def budget_failures(times: dict, mode: str | None = None) -> list:
-    """Notebooks (sorted) whose time is over twice their budget."""
+def budget_failures(times: dict, mode: str | None = None, cpu: dict | None = None) -> list:
+    """Notebooks (sorted) whose time is over twice their budget (``cpu``: path -> CPU seconds, in a session that
+    shares the cores: over twice in CPU seconds too)."""
     return sorted(p for p, secs in times.items()
-                  if verdict(secs, budget(p, mode)).startswith("FAILED"))
+                  if verdict(secs, budget(p, mode), cpu=(cpu or {}).get(p)).startswith("FAILED"))
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds so far of process ``pid`` (all its threads) and of the child processes it has waited for
+    (``/proc/<pid>/stat``: utime, stime, cutime, cstime), or None where there is no such file (not Linux, or the
+    process is gone)."""
+    if pid < 1:
+        raise ValueError(f"pid must be a positive process id, got {pid}")
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()    # after "pid (name) ": state is field 3, utime field 14
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _cell_pid(item) -> int:
+    """The process that runs a cell: its notebook's kernel (nbval's), or this one (a cell that runs in-process)."""
+    km = getattr(getattr(getattr(item, "parent", None), "kernel", None), "km", None)
+    process = getattr(getattr(km, "provisioner", None), "process", None)
+    return getattr(process, "pid", None) or os.getpid()
 
 
 # ---- a learner's kernel, and the executed copies -----------------------------------------------------------
@@ -169,6 +202,9 @@ def pytest_addoption(parser):
     parser.addoption("--shard", default=None, metavar="K/N",
                      help="run items K, K+N, K+2N... (1 <= K <= N) of those collected: N sessions at once share "
                           "the tests out on a machine with cores to spare")
+    parser.addoption("--shared-cores", action="store_true", default=False,
+                     help="this session shares the cores with other sessions (CI's full run): a lesson over twice "
+                          "its budget in wall time fails only when its CPU seconds are over twice too")
     parser.addoption("--cpu-files", type=int, default=0, metavar="N",
                      help="name the N test files that took most CPU seconds (this process's and its children's)")
 
@@ -281,7 +317,13 @@ def _rerun_failed(item, what: str, exc: BaseException):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     mode = rerun_mode() if _is_cell(item) else ""
+    path, pid = item.nodeid.split("::")[0], _cell_pid(item)      # the notebook, as _NB_TIMES names it
+    before = process_cpu_seconds(pid) if path.endswith(".ipynb") else None
     result = yield
+    if path.endswith(".ipynb"):         # the first run's CPU seconds; unknown (None) once any cell's is
+        after = process_cpu_seconds(pid)
+        known = before is not None and after is not None and _NB_CPU.get(path, 0.0) is not None
+        _NB_CPU[path] = _NB_CPU.get(path, 0.0) + (after - before) if known else None
     if mode == "each":
         first, start = item.test_outputs, time.perf_counter()
         try:
@@ -360,8 +402,15 @@ def pytest_runtest_logreport(report):
             _NB_FAILED.add(path)
 
 
-def times_record(times: dict, failed: set, mode: str) -> dict:
-    """The JSON written to NB_TIMES_JSON: per-notebook seconds, budget and verdict, mode, stack."""
+def _judged_cpu(config) -> dict | None:
+    """The CPU seconds the verdicts read: the notebooks' in a session that shares the cores, else None."""
+    return dict(_NB_CPU) if config.getoption("--shared-cores") else None
+
+
+def times_record(times: dict, failed: set, mode: str, cpu: dict | None = None, judged: bool = False) -> dict:
+    """The JSON written to NB_TIMES_JSON: per-notebook seconds, CPU seconds (``cpu``: path -> seconds or None),
+    budget and verdict (on the CPU seconds too where ``judged``: ``--shared-cores``), mode, stack."""
+    cpu = cpu or {}
     import platform
 
     from helpers.versions import installed
@@ -370,7 +419,9 @@ def times_record(times: dict, failed: set, mode: str) -> dict:
     return {"mode": mode, "python": platform.python_version(), "packages": packages,
             "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             "notebooks": {os.path.basename(p): {"seconds": round(secs, 1), "budget_s": budget(p, mode),
-                                                "verdict": verdict(secs, budget(p, mode), p in failed)}
+                                                "cpu_seconds": None if cpu.get(p) is None else round(cpu[p], 1),
+                                                "verdict": verdict(secs, budget(p, mode), p in failed,
+                                                                   cpu.get(p) if judged else None)}
                           for p, secs in sorted(times.items())}}
 
 
@@ -390,20 +441,24 @@ def pytest_terminal_summary(terminalreporter):
             tr.write_line(line)
     if not _NB_TIMES:
         return
-    mode = config.mode()
-    tr.section("per-notebook duration (quick/full: %s)" % mode)
+    mode, judged = config.mode(), _judged_cpu(tr.config)
+    tr.section("per-notebook duration (quick/full: %s%s)" % (mode, ", cores shared: 2x is judged on CPU seconds too"
+                                                              if judged is not None else ""))
     width = max(len(p) for p in _NB_TIMES)
     for path in sorted(_NB_TIMES):
-        secs, limit = _NB_TIMES[path], budget(path, mode)
+        secs, limit, cpu = _NB_TIMES[path], budget(path, mode), _NB_CPU.get(path)
         note = f"(budget {limit:.0f} s)" if limit is not None else "(no budget in full mode)"
+        used = f"{cpu:7.1f} CPU-s" if cpu is not None else "      ? CPU-s"
         rerun = f"  (+{_NB_RERUN_TIMES[path]:.1f} s re-runs, not budgeted)" if _NB_RERUN_TIMES.get(path) else ""
-        tr.write_line(f"{path:<{width}}  {secs:7.1f} s  {note}  {verdict(secs, limit, path in _NB_FAILED)}{rerun}")
+        shown = verdict(secs, limit, path in _NB_FAILED, None if judged is None else cpu)
+        tr.write_line(f"{path:<{width}}  {secs:7.1f} s {used}  {note}  {shown}{rerun}")
     tr.write_line(f"{'total':<{width}}  {sum(_NB_TIMES.values()):7.1f} s")
     if any(_NB_RERUN_TIMES.values()):
         tr.write_line(f"re-runs (NB_RERUN={rerun_mode()}): {sum(_NB_RERUN_TIMES.values()):.1f} s more")
-    slow = budget_failures(_NB_TIMES, mode)
+    slow = budget_failures(_NB_TIMES, mode, judged)
     if slow:
-        tr.write_line(f"FAILED: over {FAIL_FACTOR:g}x the {BUDGET_S:.0f} s budget: {', '.join(slow)} "
+        both = " in wall time and in CPU seconds" if judged is not None else ""
+        tr.write_line(f"FAILED: over {FAIL_FACTOR:g}x the {BUDGET_S:.0f} s budget{both}: {', '.join(slow)} "
                       "(make it faster in quick mode; NB_BUDGET_S=... sets the budget)", red=True, bold=True)
     if os.environ.get("NB_TIMES_JSON"):
         tr.write_line(f"per-notebook times written to {os.environ['NB_TIMES_JSON']}")
@@ -413,8 +468,8 @@ def _finish_notebook_times(session) -> None:
     """Fail the session for notebooks over twice their budget; write NB_TIMES_JSON if asked."""
     if not _NB_TIMES:
         return
-    mode = config.mode()
-    if budget_failures(_NB_TIMES, mode):
+    mode, judged = config.mode(), _judged_cpu(session.config)
+    if budget_failures(_NB_TIMES, mode, judged):
         session.exitstatus = max(int(session.exitstatus), 1)
     out = os.environ.get("NB_TIMES_JSON")
     if out:
@@ -422,7 +477,8 @@ def _finish_notebook_times(session) -> None:
 
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         with open(out, "w") as f:
-            f.write(json.dumps(times_record(_NB_TIMES, _NB_FAILED, mode), indent=1) + "\n")
+            f.write(json.dumps(times_record(_NB_TIMES, _NB_FAILED, mode, _NB_CPU, judged is not None), indent=1)
+                    + "\n")
 
 
 # ---- the error index check (TROUBLESHOOTING.md) -------------------------------------------
