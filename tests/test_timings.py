@@ -210,15 +210,16 @@ class _FakeNotebook(pytest.File):
 
 
 class _FakeCell(pytest.Item):
-    def runtest(self):      # "2.4": waits 2.4 s; "cpu 2.4": computes for 2.4 CPU seconds
+    def runtest(self):      # 2.4: waits 2.4 s; {"cpu": 2.4}: computes for 2.4 CPU seconds
+        import json
         import time
-        how, _, secs = self.path.read_text().rpartition(" ")
-        if how == "cpu":
+        secs = json.loads(self.path.read_text())
+        if isinstance(secs, dict):
             start = time.process_time()
-            while time.process_time() - start < float(secs):
+            while time.process_time() - start < secs["cpu"]:
                 pass
         else:
-            time.sleep(float(secs))
+            time.sleep(secs)
 
 
 def pytest_collect_file(file_path, parent):
@@ -230,8 +231,8 @@ def pytest_collect_file(file_path, parent):
 def _session(tmp_path, files, **env):
     (tmp_path / "conftest.py").write_text(f"import sys\nimport pytest\nsys.path.insert(0, {str(ROOT / 'tools')!r})\n"
                                           f"pytest_plugins = ['pytest_course']\n{FAKE_NOTEBOOKS}")
-    for name, secs in files.items():
-        (tmp_path / name).write_text(str(secs))
+    for name, secs in files.items():    # JSON, as tools/pytest_course.py reads a notebook's registry entry
+        (tmp_path / name).write_text(json.dumps(secs))
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *files],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
                           env={**os.environ, "NB_BUDGET_S": "1", "MULTIGPU_MODE": "quick", **env})
@@ -269,7 +270,7 @@ def test_with_shared_cores_a_notebook_that_waited_passes_and_one_that_computed_f
     the CPU seconds over twice too. A notebook that waits 2.4 s has the wall time of one slowed by a shared core:
     it passes there, and fails alone, where waiting is the lesson's own slowness."""
     out = tmp_path / "times.json"
-    files = {"00_waits.ipynb": 2.4, "01_computes.ipynb": "cpu 2.4"}
+    files = {"00_waits.ipynb": 2.4, "01_computes.ipynb": {"cpu": 2.4}}
     shared = _session(tmp_path, files, NB_TIMES_JSON=str(out), PYTEST_ADDOPTS="--shared-cores")
     assert shared.returncode == 1, shared.stdout
     assert "FAILED: over 2x the 1 s budget in wall time and in CPU seconds: 01_computes.ipynb" in shared.stdout
